@@ -174,3 +174,17 @@ def test_the_partial_observation_tables_count_the_trainings_the_valve_cut():
             row("delay_mlp", 1, "early_stopping"), {"system": "toda", "approach": "arx", "T": 2, "label": "arx_T2",
                                                     "kind": "fitted", "seed": None}]
     assert "Training: cut by the valve: 2 of 4 trainings (cpu 2)." in tables(summarize_rows(rows)).splitlines()
+
+
+def test_the_reduction_tables_count_the_flow_maps_the_valve_cut():
+    from vpintegrator.studies.reduction.tables import summarize_rows, tables
+
+    err = {"median": 0.1, "lo": 0.05, "hi": 0.2, "n": 10}
+
+    def row(label, seed, **run):
+        return {"system": "toda", "N": 40, "row": label.split()[0], "label": label, "seed": seed, "cost": 1e-3,
+                "offline_cpu": 2.0, "err_t120": err, "err_t960": err, **run}
+
+    rows = [row("full_order rk4", None), row("flow_map 2n=8", 0, stopped="time_limit", stop_clock="cpu"),
+            row("flow_map 2n=8", 1, stopped="steps"), row("flow_map 2n=16", 0, stopped="early_stopping")]
+    assert "Training: cut by the valve: 1 of 3 trainings (cpu 1)." in tables(summarize_rows(rows)).splitlines()

@@ -27,7 +27,7 @@ from typing import Any, Mapping
 from .runner import StudyError
 
 __all__ = ["VALVE_FACTOR", "StepBudget", "step_budget", "step_budgets", "stop_keys", "nearest_cost", "valve_record",
-           "valve_line"]
+           "valve_sum", "valve_line"]
 
 #: the safety valve of a step budget: the training's own CPU seconds, this many times the budget's
 VALVE_FACTOR = 10.0
@@ -98,6 +98,16 @@ def valve_record(rows: Any) -> dict[str, Any]:
             clock = str(r.get("stop_clock") or "not recorded")
             by[clock] = by.get(clock, 0) + 1
     return {"cut": sum(by.values()), "of": len(trained), "by": dict(sorted(by.items()))}
+
+
+def valve_sum(records: Any) -> dict[str, Any]:
+    """``valve_record`` s (of a table's entries, say) added up, one record."""
+    records = [r for r in records if r]
+    by: dict[str, int] = {}
+    for r in records:
+        for clock, k in r["by"].items():
+            by[clock] = by.get(clock, 0) + int(k)
+    return {"cut": sum(r["cut"] for r in records), "of": sum(r["of"] for r in records), "by": dict(sorted(by.items()))}
 
 
 def valve_line(record: Mapping[str, Any]) -> str:

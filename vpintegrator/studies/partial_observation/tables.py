@@ -11,7 +11,7 @@ import numpy as np
 
 from ..schema import INTERVAL, Each, Obj, ResultsFile, ResultsSchema
 from ..stats import bootstrap_ci, fmt_num, md_table, merge_keyed
-from ..step_budget import valve_line, valve_record
+from ..step_budget import valve_line, valve_record, valve_sum
 from .design import HORIZONS, SYSTEMS, TARGET
 
 
@@ -77,9 +77,7 @@ COST_NOTE = ("Batch-1 CPU s / unit time: each learned row's rollout of the first
 
 def tables(summary: list[dict[str, Any]]) -> str:
     """The Markdown tables: per system, every (approach, T) at each horizon, best first at t = 10."""
-    cut = [e["valve"] for e in summary if e.get("valve")]
-    by = {c: sum(v["by"].get(c, 0) for v in cut) for c in sorted({c for v in cut for c in v["by"]})}
-    valve = valve_line({"cut": sum(v["cut"] for v in cut), "of": sum(v["of"] for v in cut), "by": by})
+    valve = valve_line(valve_sum(e.get("valve") for e in summary))
     lines = ["# Partial observation: results", "", _target(summary), "", f"Training: {valve}.", ""]
     for system in dict.fromkeys(e["system"] for e in summary):
         info = SYSTEMS.get(system, {})

@@ -56,6 +56,7 @@ from ..errors import one_line
 from ..options import Study
 from ..plan import check_out_dir
 from ..stats import write_json
+from ..step_budget import valve_line, valve_record
 from .data import Case, make_case
 from .flow_maps import PSDEncoder, autoencoder_flow_map_rows, fit_psd_encoder, flow_map_rows, psd_flow_map_rows
 from .measure import STEPS_PER_CALL
@@ -108,8 +109,9 @@ def run(plan: ReductionPlan) -> int:
             for family, fn in todo.items():
                 tic = process_cpu()
                 rows = merge_rows(rows, fn(plan, case))
-                write_json(path, {"commands": commands, "rows": rows})  # nothing finished is lost
+                write_json(path, {"commands": commands, "valve": valve_record(rows), "rows": rows})  # nothing lost
                 print(f"reduction: {system} N = {n}: {family} done ({process_cpu() - tic:.0f} CPU s)", flush=True)
+    print(f"reduction: {valve_line(valve_record(rows))}", flush=True)
     return RESULTS.finish(out, rows)
 
 

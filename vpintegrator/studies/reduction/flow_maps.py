@@ -64,7 +64,8 @@ def _train_flow_map(z: np.ndarray, t: np.ndarray, seed: int, stop: dict[str, Any
     tic = process_cpu()
     result = fit(model=dict(FLOW_MAP_MODEL), train=data, seed=int(seed), callback=keep_best,
                  **{**FLOW_MAP_RECIPE, **stop})
-    info = {"train_cpu": process_cpu() - tic, "stopped": result.stopped, "epochs": int(result.epochs),
+    info = {"train_cpu": process_cpu() - tic, "stopped": result.stopped, "stop_clock": result.stop_clock,
+            "epochs": int(result.epochs),
             "steps": int(result.steps), "max_steps": stop.get("max_steps"),
             "n_params": int(result.n_params), "best_val": float(result.best_loss)}
     model = result.model

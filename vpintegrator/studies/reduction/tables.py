@@ -10,6 +10,7 @@ from typing import Any, Mapping, Sequence
 from ...quantiles import median
 from ..schema import INTERVAL, Each, Obj, ResultsFile, ResultsSchema
 from ..stats import bootstrap_ci, fmt_num, md_table, merge_keyed
+from ..step_budget import valve_line, valve_record, valve_sum
 from .plan import HORIZONS, USEFUL, T
 
 
@@ -40,7 +41,7 @@ def summarize_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         e: dict[str, Any] = {"system": system, "N": n, "label": label, "row": rs[0]["row"],
                              "seeds": [r.get("seed") for r in rs if r.get("seed") is not None],
                              "cost": _median([r.get("cost") for r in rs]),
-                             "offline_cpu": _median([r.get("offline_cpu") for r in rs])}
+                             "offline_cpu": _median([r.get("offline_cpu") for r in rs]), "valve": valve_record(rs)}
         for t in HORIZONS:
             per_seed = [r[f"err_t{t:g}"]["median"] for r in rs]
             lo, hi = bootstrap_ci([v for v in per_seed if v is not None]) if len(per_seed) > 1 else (None, None)
@@ -127,6 +128,7 @@ def tables(summary: Sequence[Mapping[str, Any]]) -> str:
              "the median of the per-seed medians [95 % bootstrap interval]); cost: batch-1 thread CPU s per unit "
              "time; offline: CPU s of data + SVD (+ hyper-reduction fit, + training); break-even: rollouts to T "
              "after which the offline CPU is paid back against the cheapest full-order row as accurate at T.", ""]
+    lines += [f"Training: {valve_line(valve_sum(e.get('valve') for e in summary))}.", ""]
     for system in dict.fromkeys(e["system"] for e in summary):
         for n in sorted({int(e["N"]) for e in summary if e["system"] == system}):
             mine = [e for e in summary if e["system"] == system and int(e["N"]) == n]
@@ -192,7 +194,8 @@ def figures(summary: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
 ROW = Obj(required={"system": "str", "N": "int", "row": "str", "label": "str", "seed": "int?",
                     **{f"err_t{t:g}": Obj(required={"median": "number?"}, optional=INTERVAL.optional) for t in HORIZONS}},
           optional={"cost": "number?", "offline_cpu": "number?", "method": "str?", "h": "number?", "reduced_dim": "int?",
-                    "bonds": "int?", "train_cpu": "number?", "stopped": "str?", "epochs": "int?", "n_params": "int?",
+                    "bonds": "int?", "train_cpu": "number?", "stopped": "str?", "stop_clock": "str?", "epochs": "int?",
+                    "n_params": "int?",
                     "best_val": "number?", "library": "str?", "n_terms": "int?"})
 #: what reduction.json holds
 SCHEMA = ResultsSchema("reduction", {"rows": Each(ROW)})
