@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ...errors import VPIntegratorError
+from ..rigid_body_results.values import stop_record
 from ..runner import StudyError, in_pool
 from ..stats import median_interval, read_json
 from .plan import (ARENAS, ESTIMATE_CONTEXT, FITTED, H, HELDOUT_SEED, HORIZONS, LEARNED, NOISE_SEED, RECIPE,
@@ -179,7 +180,7 @@ def _learned(system: Any, train: Path, runs: dict[tuple[str, int], Path]
     for (approach, T), run in sorted(runs.items()):
         summary = read_json(run / "summary.json") or {}
         record = {"fit_cpu": summary.get("cpu_time"), "steps": summary.get("steps"),
-                  "stopped": summary.get("stopped"), "stop_clock": summary.get("stop_clock"),
+                  **stop_record(summary),
                   "n_params": summary.get("n_params"), "run": run.name}
         step = rollout_rows([], system, train, int(T), entries=[(run.name, load_model(run).double(), str(run))])
         yield approach, int(T), step[run.name], record

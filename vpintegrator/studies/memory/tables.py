@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..rigid_body_results.values import stop_cell, stop_token
 from ..runner import StudyError
 from ..schema import INTERVAL, Each, Obj, ResultsSchema, check_results
 from ..stats import bootstrap_ci, fmt_num, md_table, read_json, unplain
@@ -66,7 +67,7 @@ def summarize_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                             "lo": _median([c.get("lo") for c in cells]), "hi": _median([c.get("hi") for c in cells])}
         e["fit_cpu"] = _median([r.get("fit_cpu") for r in rs])
         e["cost"] = _median([r.get("cost") for r in rs])
-        e["stopped"] = sorted({str(r["stopped"]) for r in rs if r.get("stopped") is not None})
+        e["stopped"] = sorted({stop_token(r) for r in rs if r.get("stopped") is not None})
         e["steps"] = _median([r.get("steps") for r in rs])
         out.append(e)
     return sorted(out, key=lambda e: (e["system"], e["noise"], _key(e, max(HORIZONS)), e["approach"], e["T"]))
@@ -241,7 +242,7 @@ def tables(summary: list[dict[str, Any]], budget: str = "", commands: list[str] 
                 "fit CPU s", "cost (CPU s / unit time)", "steps", "stopped"]
         body = [[e["approach"], e["T"], e["kind"], *[_cell(e, t) for t in HORIZONS],
                  f"{fmt_num(e[f't{max(HORIZONS):g}']['lo'])} - {fmt_num(e[f't{max(HORIZONS):g}']['hi'])}",
-                 fmt_num(e["fit_cpu"]), fmt_num(e["cost"]), fmt_num(e["steps"]), ", ".join(e["stopped"]) or "-"]
+                 fmt_num(e["fit_cpu"]), fmt_num(e["cost"]), fmt_num(e["steps"]), stop_cell(e["stopped"], "-")]
                 for e in rows]
         lines += md_table(head, body) + [""]
     return "\n".join(lines)

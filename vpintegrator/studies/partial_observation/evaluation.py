@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..rigid_body_results.values import stop_record
 from ..runner import StudyError
 from ..stats import median_interval, read_json
 from .data import heldout_data
@@ -154,8 +155,7 @@ def evaluate_seed(out: Path, train: Path, n_test: int, system: str, seed: int, r
         summary = read_json(run / "summary.json") or {}
         base = {"approach": approach, "T": int(T), "n_params": summary.get("n_params"),
                 "train_cpu": summary.get("cpu_time"), "epochs": summary.get("epochs"),
-                "best_epoch": summary.get("best_epoch"), "stopped": summary.get("stopped"),
-                "stop_clock": summary.get("stop_clock"),
+                "best_epoch": summary.get("best_epoch"), **stop_record(summary),
                 "best_val": summary.get("best_loss"), "run": str(run.relative_to(out)), "curve": _curve(run),
                 "steps": summary.get("steps"), "stop_rule": summary.get("stop_rule")}
         label = f"{approach}_T{T}"

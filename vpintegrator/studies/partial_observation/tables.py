@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..rigid_body_results.values import stop_cell, stop_token
 from ..schema import INTERVAL, Each, Obj, ResultsFile, ResultsSchema
 from ..stats import bootstrap_ci, fmt_num, md_table, merge_keyed
 from ..step_budget import valve_line, valve_record, valve_sum
@@ -40,7 +41,7 @@ def summarize_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 entry[f"{name}{t:g}"] = {"per_seed": per_seed,
                                          "median": float(np.median(finite)) if finite else None,
                                          "ci": list(bootstrap_ci(finite)) if len(finite) > 1 else [None, None]}
-        entry["stopped"] = sorted({str(r.get("stopped")) for r in rs if r.get("stopped") is not None})
+        entry["stopped"] = sorted({stop_token(r) for r in rs if r.get("stopped") is not None})
         entry["valve"] = valve_record(rs)
         cpu = [float(r["train_cpu"]) for r in rs if r.get("train_cpu") is not None]
         entry["train_cpu"] = float(np.median(cpu)) if cpu else None
@@ -84,9 +85,11 @@ def tables(summary: list[dict[str, Any]]) -> str:
         lines += [f"## {system}, observed in {info.get('observe', '?')}", "",
                   "Relative error on the observed channels against the exact flow, per held-out condition: the median "
                   "over conditions per seed, then the median over seeds [95 % bootstrap interval]; per-seed medians in "
-                  "the last columns. `stopped`: why training ended (`early_stopping`: its validation plateau; `steps`: "
-                  "its step budget, whole epochs of its measured cost, the same on any machine; `time_limit`: the CPU "
-                  "budget first, or under a step budget **cut** by the safety valve). Full state: the relative error of the full state estimated "
+                  "the last columns. `stopped`: why training ended (`early_stopping`: its validation plateau; `plateau "
+                  "(patience) while still improving`: that plateau rule while the score's trend still fell; `LM damping "
+                  "stuck at its cap`: no Levenberg–Marquardt step was accepted; `steps`: its step budget, whole epochs "
+                  "of its measured cost, the same on any machine; `time_limit`: the CPU budget first, or under a step "
+                  "budget **cut** by the safety valve). Full state: the relative error of the full state estimated "
                   "from each row's last 3 observed states by least squares on the true flow (the `estimate` rows' "
                   "estimator; a `full_state` row's own state), against the exact flow; — where the run predates the "
                   "column.", ""] + ([f"{info['note']}", ""] if info.get("note") else [])
@@ -110,7 +113,7 @@ def tables(summary: list[dict[str, Any]]) -> str:
                          " ".join(fmt_num(v) for v in e["t100"]["per_seed"]),
                          cell("full_t10"), cell("full_t100"),
                          fmt_num(e["coupling"]), fmt_num(e["train_cpu"]),
-                         *([fmt_num(e.get("cost"))] if priced else []), ", ".join(e["stopped"]) or "—"])
+                         *([fmt_num(e.get("cost"))] if priced else []), stop_cell(e["stopped"])])
         lines += md_table(head, body) + [""]
     return "\n".join(lines)
 

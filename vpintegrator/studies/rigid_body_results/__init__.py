@@ -11,4 +11,4 @@ from .design import (ALL_MODELS, BAND_TARGET, COLUMNS, DT, ERROR_TARGET, HELDOUT
 from .tables import ROW, SCHEMA, build_results, format_results, read_results, write_results  # noqa: F401
 from .timing import write_timing, write_timing_spec  # noqa: F401
 from .values import (PER_IC, _errors_at, budget_lines, heldout_statistics, rollout_values,  # noqa: F401
-                     stop_text, training_budget, z_band)
+                     stop_cell, stop_record, stop_text, stop_token, training_budget, z_band)

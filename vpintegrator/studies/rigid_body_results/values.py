@@ -88,6 +88,25 @@ def stop_text(b: dict[str, Any]) -> str:
 STILL_IMPROVING, LM_STUCK = "plateau (patience) while still improving", "LM damping stuck at its cap"
 
 
+def stop_token(r: dict[str, Any]) -> str:
+    """A run's stop as a study table keeps it (a row with ``stop_record``'s keys): ``summary.json``'s ``stopped``
+    (``early_stopping``, ``steps``, ``time_limit``), but a plateau stop whose trend still fell and Levenberg–Marquardt
+    stuck at its damping cap in ``stop_text``'s words (``STILL_IMPROVING``, ``LM_STUCK``), never ``lm_stuck`` raw."""
+    text = stop_text(r)
+    return text if text in (STILL_IMPROVING, LM_STUCK) else str(r.get("stopped"))
+
+
+def stop_cell(stops: Any, empty: str = "—") -> str:
+    """A study table's ``stopped`` cell: the distinct ``stop_token`` of a row's runs, in order (a results file
+    written before the words were kept holds ``lm_stuck``: said the same way)."""
+    return ", ".join(dict.fromkeys(stop_token({"stopped": s}) if s == "lm_stuck" else s for s in stops or ())) or empty
+
+
+def stop_record(summary: dict[str, Any]) -> dict[str, Any]:
+    """What a study's row keeps of a run's ``summary.json`` to say how it stopped (``stop_text``)."""
+    return {k: summary.get(k) for k in ("stopped", "stop_clock", "still_improving")}
+
+
 def budget_lines(budgets: list[dict[str, Any]]) -> list[str]:
     """The results' lines on how the trainings stopped (``budgets``: ``training_budget`` with ``model`` and
     ``seed``), read from each run's record (``summary.json`` ``stopped`` and ``stop_clock``): how many
