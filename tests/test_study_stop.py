@@ -155,3 +155,46 @@ def test_a_rerun_removes_the_locks_a_killed_run_left_in_one_line_and_keeps_a_liv
                           "runs/case/vpt_T4_seed0.lock"]
     finally:
         holder.communicate("")
+
+
+#: the package's pool as every command uses it (``in_processes``: vp-rollout's and vp-gen's worker processes, forked)
+COMMAND_POOL = """
+    import os, sys, time
+    from pathlib import Path
+    from vpintegrator._signals import interrupts_raise
+    from vpintegrator.jobs.executors import in_processes
+
+    def task(out, i):
+        Path(out, f"start_{i}").write_text(str(os.getpid()))
+        time.sleep(60)
+        return i
+
+    try:
+        with interrupts_raise():
+            in_processes(task, [(sys.argv[1], i) for i in range(6)], 2)
+    except KeyboardInterrupt:
+        sys.exit(130)
+"""
+
+
+@pytest.mark.parametrize("to", ["group", "command"])
+def test_sigterm_to_a_command_stops_its_worker_pool_and_starts_nothing_after(tmp_path, to):
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(COMMAND_POOL), str(out)], start_new_session=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"}, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(_started(out)) < 2:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else ""
+            time.sleep(0.05)
+        before = _started(out)
+        os.killpg(proc.pid, signal.SIGTERM) if to == "group" else proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)  # the tasks sleep 60 s: only a stop ends them sooner
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err, err
+    assert _started(out) == before
