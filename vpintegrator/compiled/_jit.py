@@ -45,7 +45,34 @@ def njit(**options):
     numba cannot write its cache, a temporary one or none (``vpintegrator._jitcache``)."""
     from .._jitcache import njit as cached_njit
 
-    return lambda fn: lean_cache_load(cached_njit(fn, **options))
+    return lambda fn: announce_compile(lean_cache_load(cached_njit(fn, **options)))
+
+
+_announced: list[str] = []
+
+
+def announce_compile(dispatcher):
+    """Let ``dispatcher`` say, once per process at INFO, that numba is compiling rather than loading from its cache
+    (a fresh install's first rollout compiles for minutes); returns it. The line comes when a load from the cache
+    finds nothing (numba compiles next); a kernel found in the cache says nothing."""
+    cache = getattr(dispatcher, "_cache", None)
+    load = getattr(cache, "load_overload", None)
+    if not callable(load):
+        return dispatcher
+    name = getattr(getattr(dispatcher, "py_func", None), "__qualname__", "?")
+    cached = type(cache).__name__ != "NullCache"  # numba's cache of a function compiled without one
+
+    def load_overload(sig, target_context):
+        found = load(sig, target_context)
+        if found is None and not _announced:
+            _announced.append(name)
+            logging.getLogger("vpintegrator").info(
+                "compiling the numba kernels (first use, here %s; %s)", name,
+                "cached for the next run" if cached else "not cached: numba has no writable cache directory")
+        return found
+
+    cache.load_overload = load_overload
+    return dispatcher
 
 
 #: the names numba's ``Cache.load_overload`` calls, in the shape ``lean_cache_load`` reproduces: refresh the
