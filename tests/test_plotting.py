@@ -641,3 +641,18 @@ def test_cli_no_title_and_label(rigid, tmp_path, monkeypatch):
     assert res.exit_code == 1 and "label 'vpt' is not NAME=TEXT" in res.output and res.output.count("\n") == 1
     res = _cli(rigid.path, "--out", tmp_path / "h", "--no-title", "--set", "title=false")
     assert res.exit_code != 0 and "also given by its own flag --no-title" in res.output
+
+
+def test_a_data_only_rollout_is_titled_by_its_file_not_a_question_mark(rigid):
+    """A rollout of data that names no system (issue 88): the titles name the data file, never a literal '?'."""
+    import dataclasses
+
+    from vpintegrator.plotting.style import system_title
+
+    meta = {k: v for k, v in rigid.meta.items() if k != "system"}
+    bare = dataclasses.replace(rigid, meta={**meta, "data_file": "runs/obs.h5"})
+    for kind in ("error", "trajectories3d", "volume"):
+        title = _title(plot_rollout(bare, kind))
+        assert "data obs.h5" in title and "?" not in title, (kind, title)
+    assert "rigid body" in _title(plot_rollout(rigid, "error"))
+    assert system_title({}) == "data of no named system"

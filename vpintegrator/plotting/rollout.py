@@ -38,7 +38,7 @@ from ..data.trajectories import Trajectories
 from .display import FigureFiles
 from .source import MAX_CURVES, PlotSource, TrajSelection, describe, methods_to_draw, plot_data, select, traj_names
 from .style import (FORMATS, call_tag, WIDTH, MethodStyle, legend, method_styles, save_figure,
-                    set_title, styled, system_name, target_axes)
+                    set_title, styled, system_title, target_axes)
 
 #: figure kinds of ``plot_rollout`` / ``vp-plot --kind``
 KINDS = ("trajectories3d", "invariants", "error", "volume", "phase")
@@ -302,7 +302,7 @@ def plot_trajectories3d(source: PlotSource, traj: TrajSelection = None, methods:
     for setter in (ax.set_xlim, ax.set_ylim, ax.set_zlim):
         setter(-half, half)
     ax.set_box_aspect((1, 1, 1))
-    set_title(ax, f"{system_name(data.system_name)}, {what}, {_span(data)}")
+    set_title(ax, f"{system_title(data.meta)}, {what}, {_span(data)}")
     legend(fig, [ax], ncols=4, own=own)
     return fig
 
@@ -343,7 +343,7 @@ def plot_invariants(source: PlotSource, traj: TrajSelection = None, methods: Ite
         ax.set_ylabel(f"$|{sym}(t) - {sym}(0)|\\,/\\,|{sym}(0)|$")
         ax.set_title(name)
     if own:
-        set_title(fig, f"invariant drift, {system_name(data.system_name)}: {describe(data, banded)}")
+        set_title(fig, f"invariant drift, {system_title(data.meta)}: {describe(data, banded)}")
     legend(fig, axes, extra=_traj_key(data, banded) + _blowup_key(marked), own=own)
     return fig
 
@@ -375,7 +375,7 @@ def plot_error(source: PlotSource, traj: TrajSelection = None, methods: Iterable
     ax.set_yscale("log")
     ax.set_xlabel("time $t$")
     ax.set_ylabel(r"$\|\hat z(t) - z(t)\|\,/\,\|z(t)\|$")
-    set_title(ax, f"relative error vs reference, {system_name(data.system_name)}: {describe(data, banded)}")
+    set_title(ax, f"relative error vs reference, {system_title(data.meta)}: {describe(data, banded)}")
     legend(fig, [ax], ncols=4, extra=_traj_key(data, banded) + _blowup_key(marked), own=own)
     return fig
 
@@ -417,7 +417,7 @@ def plot_volume(source: PlotSource, traj: TrajSelection = None, methods: Iterabl
     ax1.set_title("volume change per map")
     ax2.set_title("cumulative, running maximum")
     if own:
-        set_title(fig, f"volume, {system_name(data.system_name)}: {describe(data, banded)}")
+        set_title(fig, f"volume, {system_title(data.meta)}: {describe(data, banded)}")
     legend(fig, [ax1, ax2], extra=_traj_key(data, banded), own=own)
     return fig
 
@@ -461,7 +461,7 @@ def plot_phase(source: PlotSource, traj: TrajSelection = None, methods: Iterable
         ax.set_ylim(-half, half)
         ax.set_aspect("equal")
     if own:
-        set_title(fig, f"{system_name(data.system_name)}, {what}, {_span(data)}")
+        set_title(fig, f"{system_title(data.meta)}, {what}, {_span(data)}")
     legend(fig, axes, own=own)
     return fig
 

@@ -144,6 +144,16 @@ def system_name(name: str) -> str:
     return name.replace("_", " ")
 
 
+def system_title(meta: Mapping[str, Any]) -> str:
+    """What a figure's title calls the system of a rollout whose metadata is ``meta``: ``"rigid body"``; for data
+    that names no system, its file (``"data obs.h5"``), never a literal ``?``."""
+    name = meta.get("system")
+    if name and name != "?":
+        return system_name(str(name))
+    file = meta.get("data_file")
+    return f"data {Path(str(file)).name}" if file else "data of no named system"
+
+
 def display_name(label: str) -> str:
     """What figures call ``label``: ``"gauss_legendre4"`` -> ``"Gauss–Legendre 4"``, ``"vpt"`` -> ``"VPT"``;
     a label not in [`DISPLAY_NAMES`][vpintegrator.plotting.DISPLAY_NAMES] (a model's own label) as it is."""
