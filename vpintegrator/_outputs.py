@@ -164,6 +164,10 @@ def identify(path: str | os.PathLike[str]) -> str | None:
 
     if head.startswith(b"\x89HDF\r\n\x1a\n") or (len(head) >= 8 and h5py.is_hdf5(p)):
         return _hdf5_kind(p)
+    if suffix == ".tex":  # a LaTeX table the package wrote (``vpintegrator.data.latex.HEAD`` first) or a source
+        from .data.latex import HEAD
+
+        return "table" if head.startswith(HEAD.encode()) else "source"
     if suffix in _SOURCE_SUFFIXES:
         return "source"
     return "file"

@@ -216,7 +216,8 @@ def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blow
 
         decoded = write_decoded(report.out, cfg.data, decode_every, overwrite=overwrite)
     if as_json:
-        echo_json({"out": report.out, "csv": report.csv, "markdown": report.markdown, "rows": report.rows,
+        echo_json({"out": report.out, "csv": report.csv, "markdown": report.markdown, "latex": report.latex,
+                   "rows": report.rows,
                    "reference": report.reference, "warnings": report.warnings,
                    "failures": {label: f.line() for label, f in report.failures.items()},
                    **({"work_precision": {"csv": wp[0], "markdown": wp[1]}} if wp else {}),
@@ -226,7 +227,7 @@ def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blow
         click.echo(format_text(report.rows), nl=False)
         click.echo(_legend(report.rows))
         click.echo(f"Rollout written to {report.out}")
-        click.echo(f"Metrics table: {report.csv} and {report.markdown}")
+        click.echo(f"Metrics table: {report.csv}, {report.markdown} and {report.latex}")
         if wp:
             click.echo(f"Work-precision table: {wp[0]} and {wp[1]}")
         if decoded:

@@ -1,5 +1,5 @@
 """The metrics table of a rollout: one row per method (per-trajectory values aggregated over trajectories),
-its Markdown and plain text, and its CSV/Markdown files (``write_table``, ``read_table``; the work-precision
+its Markdown and plain text, and its CSV/Markdown/LaTeX files (``write_table``, ``read_table``; the work-precision
 table is written with them too).
 
 In the data layer (and re-exported by [`vpintegrator.metrics`][vpintegrator.metrics]) because the rollout file's table is
@@ -18,8 +18,8 @@ import numpy as np
 
 from ..arrays import to_numpy
 
-__all__ = ["summary_row", "split_summary_rows", "SPLIT_LABELS", "format_markdown", "format_text", "write_table",
-           "read_table"]
+__all__ = ["summary_row", "split_summary_rows", "SPLIT_LABELS", "format_markdown", "format_latex", "format_text",
+           "write_table", "read_table"]
 
 #: the ``split`` labels of rolled-out conditions, in table order
 SPLIT_LABELS = ("train", "val", "ancestor_seen", "test", "new", "unknown")
@@ -102,6 +102,16 @@ def format_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def format_latex(rows: Sequence[Mapping[str, Any]], caption: str | None = None) -> str:
+    """The metrics table as a booktabs LaTeX ``tabular`` (``vpintegrator.data.latex``), its cells as the Markdown's;
+    ``caption`` as comment lines above it."""
+    from .latex import HEAD, tabular
+
+    cols = list(rows[0]) if rows else ["method"]
+    notes = [f"% {line}" for line in (caption or "").splitlines() if line.strip()]
+    return "\n".join([HEAD, *notes, tabular(cols, [[_fmt(r[c]) for c in cols] for r in rows])])
+
+
 def format_text(rows: Sequence[Mapping[str, Any]]) -> str:
     """The metrics table as aligned plain text, for the terminal."""
     if not rows:
@@ -114,16 +124,18 @@ def format_text(rows: Sequence[Mapping[str, Any]]) -> str:
 
 def write_table(rows: Sequence[Mapping[str, Any]], stem: str | Path, *, overwrite: bool = False,
                 caption: str | None = None) -> tuple[Path, Path]:
-    """Write the table as ``<stem>.csv`` and ``.md`` (atomically; an existing table only with ``overwrite``);
-    ``caption``: a line above the Markdown table (e.g. what the errors are measured against)."""
+    """Write the table as ``<stem>.csv``, ``.md`` and ``.tex`` (``format_latex``; atomically; an existing table only
+    with ``overwrite``); ``caption``: a line above the Markdown table (e.g. what the errors are measured against).
+    Returns the CSV and Markdown paths."""
     from .._io import atomic_path
     from .._outputs import check_output, output_locks
 
     stem = Path(stem)  # the path without its suffix: a dotted name (rollout.shard-1-of-2) keeps its dots
     paths = stem.with_name(stem.name + ".csv"), stem.with_name(stem.name + ".md")
+    tex = stem.with_name(stem.name + ".tex")
     cols = list(rows[0]) if rows else ["method"]
-    with output_locks(paths):
-        csv_target, md_target = (check_output(p, "table", overwrite) for p in paths)
+    with output_locks((*paths, tex)):
+        csv_target, md_target, tex_target = (check_output(p, "table", overwrite) for p in (*paths, tex))
         with atomic_path(csv_target) as tmp, open(tmp, "w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=cols)
             writer.writeheader()
@@ -131,6 +143,8 @@ def write_table(rows: Sequence[Mapping[str, Any]], stem: str | Path, *, overwrit
                 writer.writerow({c: (repr(r[c]) if isinstance(r[c], float) else r[c]) for c in cols})
         with atomic_path(md_target) as tmp:
             tmp.write_text((f"{caption}\n\n" if caption else "") + format_markdown(rows))
+        with atomic_path(tex_target) as tmp:
+            tmp.write_text(format_latex(rows, caption))
     return paths
 
 

@@ -399,8 +399,8 @@ def check(plan: RolloutPlan, overwrite: bool) -> Trajectories:
     held = observation_of(plan.data_meta)  # a file of observed channels only
     index = plan.blocks.index  # a shard's run with write_index: the index and its table come at out at the end
     if index is not None:
-        for path, kind in ((index, "rollout"), (index.with_suffix(".csv"), "table"), (index.with_suffix(".md"), "table")):
-            check_output(path, kind, overwrite, key="out")
+        for path in (index, *(index.with_suffix(s) for s in (".csv", ".md", ".tex"))):
+            check_output(path, "rollout" if path == index else "table", overwrite, key="out")
     check_outputs(plan.out, plan.inputs, overwrite)
     integrating = [n for n in names if integrates_equations(n)] if held is not None or plan.observation is not None else []
     if held is not None:

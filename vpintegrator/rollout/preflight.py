@@ -44,8 +44,8 @@ def check_outputs(out: Any, inputs: Sequence[Path], overwrite: bool = False) -> 
     that is one of the run's ``inputs`` (``input_files``), or an
     ``out`` that is a directory; before anything is read. An output
     that exists is refused unless ``overwrite``, and then replaced only if it is a rollout file (its table
-    a metrics table): ``vpintegrator._outputs.check_output``. Returns the three outputs, links
-    resolved."""
+    a metrics table): ``vpintegrator._outputs.check_output``. Returns the four outputs (the file, its table's
+    ``.csv``, ``.md`` and ``.tex``), links resolved."""
     from .._io import check_not_input
     from .._outputs import check_output
 
@@ -55,10 +55,10 @@ def check_outputs(out: Any, inputs: Sequence[Path], overwrite: bool = False) -> 
     if out.is_dir():
         raise VPIntegratorError(f"out {out} is a directory; give the path of the rollout file (e.g. {out / 'rollout.h5'})",
                                 key="out")
-    paths = (out, out.with_suffix(".csv"), out.with_suffix(".md"))  # rollout.shard-1-of-2.csv: the dots kept
+    paths = (out, *(out.with_suffix(s) for s in (".csv", ".md", ".tex")))  # rollout.shard-1-of-2.csv: the dots kept
     for path in paths:
         check_not_input(path, inputs, key="out")
-    return [check_output(path, kind, overwrite) for path, kind in zip(paths, ("rollout", "table", "table"))]
+    return [check_output(path, kind, overwrite) for path, kind in zip(paths, ("rollout", "table", "table", "table"))]
 
 
 def estimate(n_traj: int, n_states: int, dim: int, n_invariants: int, n_methods: int, chunk_steps: int,

@@ -4,6 +4,7 @@ warnings) and ``Failure`` (a method that failed: how many trajectories, the firs
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 __all__ = ["RolloutReport", "Failure"]
@@ -48,9 +49,9 @@ class Failure(tuple):
 
 @dataclass
 class RolloutReport:
-    """What [`run_rollouts`][vpintegrator.rollout.run.run_rollouts] wrote: the HDF5 file, the metrics table (CSV, Markdown) and its rows
-    (one per method and ``split`` label present), the reference the errors were measured against and the
-    warning lines.
+    """What [`run_rollouts`][vpintegrator.rollout.run.run_rollouts] wrote: the HDF5 file, the metrics table
+    (CSV, Markdown; LaTeX beside them, ``latex``) and its rows (one per method and ``split`` label present),
+    the reference the errors were measured against and the warning lines.
 
     ``failures``: label -> ``Failure`` ``(number failed, data-file index of the first failed
     trajectory, its step)``, with ``.t`` its time and ``.line()`` the one-line report.
@@ -65,6 +66,11 @@ class RolloutReport:
     reference: str = ""
     #: warning lines (a trajectory rolled out that a model trained on)
     warnings: list = field(default_factory=list)
+
+    @property
+    def latex(self) -> Path:
+        """The metrics table as LaTeX (``<stem>.tex``, a booktabs tabular), beside the Markdown."""
+        return Path(self.markdown).with_suffix(".tex")
 
     def __repr__(self) -> str:  # one line: where it went and what ran, not the table
         methods = [r.get("method") for r in self.rows]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Union
 
 from .runner import StudyError
-from .stats import read_json, redraw_from, unplain, write_text
+from .stats import read_json, redraw_from, unplain, write_tables
 
 __all__ = ["Obj", "Each", "Values", "Either", "ResultsSchema", "check_results", "read_results", "is_number", "numbers",
            "INTERVAL", "STAT", "ResultsFile"]
@@ -285,7 +285,7 @@ class ResultsFile:
         ``rows``; the tables printed."""
         summary = self.summarize(rows)
         text = self.tables(summary)
-        write_text(Path(out) / f"{self.name}.md", text)
+        write_tables(Path(out) / f"{self.name}.md", text)
         self.figures(rows, summary, out)
         print(text)
         return 0

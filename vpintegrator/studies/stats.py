@@ -223,17 +223,27 @@ def results_provenance(run: str | Path) -> dict[str, Any]:
     return provenance_record(inputs, relative_to=run)
 
 
+def write_tables(path: str | Path, text: str) -> None:
+    """A study's Markdown results ``text`` at ``path`` and their tables as LaTeX beside it (``path`` with ``.tex``:
+    each a booktabs tabular, ``vpintegrator.data.latex.markdown_tables``), both atomically."""
+    from ..data.latex import markdown_tables
+
+    write_text(path, text)
+    write_text(Path(path).with_suffix(".tex"), markdown_tables(text))
+
+
 def write_results_files(run: str | Path, text: str, payload: dict[str, Any]) -> str:
-    """A study's ``results.md`` (``text``) and ``results.json`` (``payload`` plus its ``provenance``, from the
-    run directory), both atomically; returns ``text``."""
+    """A study's ``results.md`` (``text``; its tables as LaTeX in ``results.tex``, ``write_tables``) and
+    ``results.json`` (``payload`` plus its ``provenance``, from the run directory), all atomically; returns
+    ``text``."""
     run = Path(run)
-    write_text(run / "results.md", text)
+    write_tables(run / "results.md", text)
     write_json(run / "results.json", {**payload, "provenance": results_provenance(run)})
     return text
 
 
 #: what a directory a results file is redrawn into may already hold (an earlier redraw's files)
-REDRAWN = ("results.md", "results.json", "figures")
+REDRAWN = ("results.md", "results.tex", "results.json", "figures")
 
 
 def redraw_from(out: str | Path, source: str, read: Callable[[Path], Any], draw: Callable[[Any], str],
@@ -241,8 +251,8 @@ def redraw_from(out: str | Path, source: str, read: Callable[[Path], Any], draw:
     """``--table-only --results SOURCE``: a study's tables drawn from a results file, a shipped one by name
     (``vpintegrator._shipped.results_path``: the repository's ``docs/data/`` or the wheel's copy) or a path,
     without its run directory: ``OUT/results.md``, and the file copied to ``OUT/results.json``. ``read``
-    gives the results of a file, ``draw`` their Markdown. ``OUT`` must be new, empty or an earlier redraw
-    (``REDRAWN``, and files named ``figures*`` where the study draws its figures into OUT itself): a study's
+    gives the results of a file, ``draw`` their Markdown (its tables as LaTeX in ``OUT/results.tex``). ``OUT``
+    must be new, empty or an earlier redraw (``REDRAWN``, and files named ``figures*`` where the study draws its figures into OUT itself): a study's
     run directory is never written over. Returns (the file, its results, the text)."""
     import shutil
 
@@ -260,7 +270,7 @@ def redraw_from(out: str | Path, source: str, read: Callable[[Path], Any], draw:
     res = read(path)
     text = draw(res)
     out.mkdir(parents=True, exist_ok=True)
-    write_text(out / "results.md", text)
+    write_tables(out / "results.md", text)
     if not (out / "results.json").exists() or not (out / "results.json").samefile(path):
         with atomic_path(out / "results.json") as tmp:
             shutil.copyfile(path, tmp)

@@ -52,7 +52,7 @@ from pathlib import Path
 from ...errors import VPIntegratorError
 from ..options import Study, model_list
 from ..runner import StudyError, check_out_dir
-from ..stats import write_text
+from ..stats import write_tables
 from .design import (COMMON, H, HORIZONS, LEARNED, LEARNED_OSCILLATOR, LPNET_CTX, OSCILLATOR_BOX, RECIPES,  # noqa: F401
                      SETUPS, SPLITS, TARGET, ContextOptions, ContextPlan, build_plan, check_study_sizes)
 from .evaluation import (_methods, data_system, evaluate_methods, exact_reference, heldout_pairs,  # noqa: F401
@@ -114,7 +114,7 @@ def _run(a: ContextPlan) -> int:
         command = " ".join(["python -m vpintegrator.studies.context", *sys.argv[1:]])  # no path of this machine
         write_compact_json(path, {"commands": [*commands, command], "rows": rows})
     summary = summarize_rows(rows)
-    write_text(out / "context_study.md", tables(summary))
+    write_tables(out / "context_study.md", tables(summary))
     figures(summary, out)
     print(tables(summary))
     return 0

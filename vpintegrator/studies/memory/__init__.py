@@ -48,7 +48,7 @@ import resource
 from ...errors import VPIntegratorError
 from ..options import Study
 from ..runner import StudyError, check_out_dir
-from ..stats import redraw_from, write_json, write_text
+from ..stats import redraw_from, write_json, write_tables
 from ..step_budget import valve_line, valve_record
 from .ladder import evaluate_case, make_data, train_all
 from .plan import MemoryOptions, MemoryPlan, build_plan
@@ -116,7 +116,7 @@ def _run(plan: MemoryPlan) -> int:
         write_json(path, doc)
         doc = read_doc(path)
     text = draw(doc)
-    write_text(out / "memory.md", text)
+    write_tables(out / "memory.md", text)
     work_precision(summarize_rows(doc["rows"]), out)
     print(text)
     return 0

@@ -68,7 +68,7 @@ from typing import Any
 from ...errors import VPIntegratorError
 from ..options import Study
 from ..runner import StudyError, check_out_dir
-from ..stats import read_json, redraw_from, write_json, write_text
+from ..stats import read_json, redraw_from, write_json, write_tables
 from .evaluation import evaluate_seed, run_study
 from .design import (APPROACHES, DEFAULTS, H, HORIZONS, MAX_STEPS, MAX_STEPS_QUICK, PLATEAU_CPU, PLATEAU_CPU_SOURCE,
                      QUICK, RECIPES, STARTUP_CPU, SYSTEMS, TARGETS, StopRule, UnknownFormOptions, UnknownFormPlan,
@@ -144,7 +144,7 @@ def _run(a: UnknownFormPlan) -> int:
         rows = merge_rows(previous.get("rows", []), new)
     summary = summarize_rows(rows, a.amortise_over)
     text = tables(summary)
-    write_text(out / "unknown_form.md", text)
+    write_tables(out / "unknown_form.md", text)
     figures(summary, out, rows)
     print(text)
     return 0
