@@ -151,7 +151,7 @@ def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blow
     --set entries win over it; the defaults shown apply where neither gives a key.
 
     Writes OUT (HDF5: reference, every method's trajectories, per-step relative error, invariants,
-    log|det J|, failure steps) and the metrics table beside it (same stem, .csv and .md).
+    log|det J|, failure steps) and the metrics table beside it (same stem, .csv, .md and .tex for LaTeX).
 
     An existing OUT (or its table) is refused unless --overwrite, which replaces only a rollout file and its
     table; a second writer of the same OUT is refused while this one runs.

@@ -138,7 +138,7 @@ class RolloutConfig(Config):
     data : path
         A ``vp-gen`` HDF5 file: reference trajectories and their initial conditions.
     out : path
-        The rollout HDF5 file; the metrics table goes beside it (same stem, ``.csv`` and ``.md``).
+        The rollout HDF5 file; the metrics table goes beside it (same stem, ``.csv``, ``.md`` and ``.tex``).
     models : list
         Each entry a run directory, checkpoint (``.pt``) or ``"pretrained:NAME"`` (label derived: the run
         directory's name, the file's stem, for ``best.pt``/``last.pt`` the directory's name, or NAME), or a

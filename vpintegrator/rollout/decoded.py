@@ -28,7 +28,7 @@ __all__ = ["check_decodable", "decoded_errors", "decoded_stem", "write_decoded"]
 
 
 def decoded_stem(out: str | Path) -> Path:
-    """``<out stem>_decoded``: where ``vp-rollout --decode-every`` writes its table (``.csv`` and ``.md``)."""
+    """``<out stem>_decoded``: where ``vp-rollout --decode-every`` writes its table (``.csv``, ``.md`` and ``.tex``)."""
     out = Path(out)
     return out.with_name(out.stem + "_decoded")
 
@@ -102,8 +102,8 @@ def decoded_errors(rollout_path: str | Path, data_path: str | Path, every: int) 
 
 def write_decoded(rollout_path: str | Path, data_path: str | Path, every: int, overwrite: bool = False
                   ) -> tuple[list[dict[str, Any]], Path, Path]:
-    """``decoded_errors`` written beside the rollout file as ``<stem>_decoded.csv`` and ``.md`` (atomic, under the
-    overwrite rule): (rows, csv path, markdown path)."""
+    """``decoded_errors`` written beside the rollout file as ``<stem>_decoded.csv``, ``.md`` and ``.tex`` (atomic,
+    under the overwrite rule): (rows, csv path, markdown path)."""
     from ..data.summary import write_table
 
     rows = decoded_errors(rollout_path, data_path, every)

@@ -329,7 +329,7 @@ def run_work_precision(config: RolloutConfig, *, overwrite: bool = False, log: C
     2h, h, h/2, h/4, h/8, h/16 (without 2h when T is an odd number of steps). A model loaded from a run directory
     carries its training CPU seconds ([`training_seconds`][vpintegrator.data.work_precision.training_seconds]) and break-even N; ``amortise_over`` = N adds
     its cost with training spread over N rollouts of length T. Written to
-    ``<out stem>_work_precision.csv`` and ``.md`` (under the overwrite rule).
+    ``<out stem>_work_precision.csv``, ``.md`` and ``.tex`` (under the overwrite rule).
 
     Returns
     -------
