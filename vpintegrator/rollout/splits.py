@@ -60,6 +60,7 @@ class ModelSplit:
     label: str
     split: dict[str, Any] | None
     note: str | None
+    shipped: str | None
 
     def __init__(self, label: str, split: dict[str, Any] | None, note: str | None,
                  seen: set[int] | frozenset[int] = frozenset(), shipped: str | None = None) -> None:
