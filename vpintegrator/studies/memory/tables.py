@@ -109,7 +109,7 @@ def _said(e: dict[str, Any] | None, t: float) -> str:
 
 
 def verdict(summary: list[dict[str, Any]]) -> list[str]:
-    """The plain verdict, one paragraph per case and noise, computed from the summary: who wins at each horizon
+    """The plain verdict, one bullet per case and noise with a sub-bullet per finding, computed from the summary: who wins at each horizon
     among all rows and among the networks, whether attention beat the window MLP, whether a least-squares fit beat
     every network, what a window adds over the memoryless T = 1; then, over the bath sizes N, where a data-only row
     is the cheapest at its accuracy."""
@@ -125,7 +125,7 @@ def verdict(summary: list[dict[str, Any]]) -> list[str]:
             mlp = _best([e for e in nets if e["approach"] in WINDOW_MLPS], t)
             data = [e for e in mine if e["kind"] in ("fitted", "model")]
             mem, flat = _best([e for e in data if e["T"] > 1], t), _best([e for e in data if e["T"] == 1], t)
-            part = [f"at t = {t:g} the best row is {_said(best, t)} ({best['kind'] if best else '-'}); the best network "
+            part = [f"the best row is {_said(best, t)} ({best['kind'] if best else '-'}); the best network "
                     f"is {_said(net, t)}"]
             if att is not None and mlp is not None:
                 part.append(f"attention {'beat' if _key(att, t) < _key(mlp, t) else 'did not beat'} the window MLP "
@@ -147,8 +147,8 @@ def verdict(summary: list[dict[str, Any]]) -> list[str]:
             if mem is not None and flat is not None:
                 part.append(f"memory {'helps' if _key(mem, t) < _key(flat, t) else 'does not help'} the data-only "
                             f"rows ({_said(mem, t)} against the memoryless {_said(flat, t)})")
-            said.append("; ".join(part))
-        lines += [f"- **{system}, noise {fmt_num(noise)}**: " + ". ".join(s[0].upper() + s[1:] for s in said) + ".", ""]
+            said += [f"At t = {t:g} {part[0]}."] + [f"At t = {t:g}, {p}." for p in part[1:]]
+        lines += [f"- **{system}, noise {fmt_num(noise)}**:", *(f"  - {s}" for s in said), ""]
     return lines + _bath_verdict(summary)
 
 
@@ -177,15 +177,14 @@ def _bath_verdict(summary: list[dict[str, Any]]) -> list[str]:
             part = (f"N = {n}: the best data-only row is {_said(best, t)} at {fmt_num(best['cost'])} CPU s per unit "
                     f"time; the cheapest row at least as accurate is {_said(cheapest, t)} at "
                     f"{fmt_num(cheapest['cost'])} ({cheapest['kind']})")
+            said.append(part + ".")
             if front:
-                part += (f", and no row that knows the equations is as accurate for at most {COST_MARGIN:g} times the "
-                         "cost of "
-                         + ", ".join(f"{_said(d, t)} at {fmt_num(d['cost'])}" for d in front[:3]))
-            said.append(part)
+                said.append(f"N = {n}: no row that knows the equations is as accurate for at most {COST_MARGIN:g} times "
+                            "the cost of " + ", ".join(f"{_said(d, t)} at {fmt_num(d['cost'])}" for d in front[:3]) + ".")
         if said:
-            lines += [f"- **{arena}, t = {t:g}, who is cheapest at equal accuracy**: " + "; ".join(said) + ". "
-                      + (f"A data-only row is first the cheapest at its accuracy at N = {first}." if first is not None
-                         else "At no N measured is a data-only row the cheapest at its accuracy."), ""]
+            said.append(f"A data-only row is first the cheapest at its accuracy at N = {first}." if first is not None
+                        else "At no N measured is a data-only row the cheapest at its accuracy.")
+            lines += [f"- **{arena}, t = {t:g}, who is cheapest at equal accuracy**:", *(f"  - {s}" for s in said), ""]
     return lines
 
 
