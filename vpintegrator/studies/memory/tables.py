@@ -188,38 +188,28 @@ def _bath_verdict(summary: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-#: the summary table's groups: (its column, which rows it picks among)
-GROUPS: tuple[tuple[str, Any], ...] = (
-    ("with the equations", lambda e: e["kind"] == "known"),
-    ("data only", lambda e: e["kind"] in DATA_ONLY),
-    ("VPT family", lambda e: e["approach"] in ATTENTION),
-    ("full order", lambda e: e["kind"] == "full_order"))
+#: the summary table's kinds (``summary_table.KINDS``): which rows each picks among
+GROUPS: dict[str, Any] = {
+    "with the equations": lambda e: e["kind"] == "known",
+    "data only": lambda e: e["kind"] in DATA_ONLY,
+    "VPT family": lambda e: e["approach"] in ATTENTION,
+    "full order": lambda e: e["kind"] == "full_order"}
 
 
 def summary_table(summary: list[dict[str, Any]]) -> list[str]:
-    """One line per case and noise: the most accurate row at the last horizon of each of ``GROUPS`` (the known
-    equations, data only, the VPT family, the full-order model), its error and its cost, and its speed-up against the
-    case's full-order row (full-order cost / the row's cost; ``—`` where the case has none, as the oscillator)."""
+    """One line per case and noise (``vpintegrator.studies.summary_table``): the most accurate row at the last
+    horizon of each of ``GROUPS`` (the known equations, data only, the VPT family, the full-order model), its error
+    and its cost, and its speed-up against the case's full-order row (full-order cost / the row's cost; ``—`` where
+    the case has none, as the oscillator)."""
+    from ..summary_table import summary_table as draw
+
     t = max(HORIZONS)
-    head = ["case"]
-    for name, _ in GROUPS:
-        head += [name, "error", "cost"] + (["speed-up"] if name != "full order" else [])
-    body = []
-    for system, noise in dict.fromkeys((e["system"], e["noise"]) for e in summary):
-        mine = [e for e in summary if e["system"] == system and e["noise"] == noise]
-        best = [_best([e for e in mine if pick(e)], t) for _, pick in GROUPS]
-        full = best[-1]["cost"] if best[-1] is not None else None
-        row = [f"{system}, noise {fmt_num(noise)}"]
-        for (name, _), e in zip(GROUPS, best):
-            label = "—" if e is None else _name(e)
-            cost = None if e is None else e["cost"]
-            row += [label, fmt_num(None if e is None else e[f"t{t:g}"]["median"]), fmt_num(cost)]
-            if name != "full order":
-                row.append(fmt_num(full / cost if full is not None and cost else None))
-        body.append(row)
-    return [f"Per case, the most accurate row at t = {t:g} of each kind (median error over seeds; cost: batch-1 CPU s "
-            "per unit time; speed-up: the full-order row's cost over the row's; — where the case has no such row "
-            "or none is finite):", "", *md_table(head, body), ""]
+    cases = [(f"{system}, noise {fmt_num(noise)}",
+              [e for e in summary if e["system"] == system and e["noise"] == noise])
+             for system, noise in dict.fromkeys((e["system"], e["noise"]) for e in summary)]
+    return draw(cases, list(GROUPS), lambda e: [k for k, pick in GROUPS.items() if pick(e)],
+                lambda e: e[f"t{t:g}"]["median"], lambda e: e["cost"], _name, f"at t = {t:g}",
+                "median error over seeds", "batch-1 CPU s per unit time")
 
 
 def tables(summary: list[dict[str, Any]], budget: str = "", commands: list[str] | None = None) -> str:
