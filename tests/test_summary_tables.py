@@ -70,3 +70,24 @@ def test_the_shipped_memory_summaries_fit_a_docs_line(name):
     lines = [line for line in summary_table(summarize_rows(doc["rows"])) if line.startswith("| ")]
     cases = {(r["system"], float(r["noise"])) for r in doc["rows"]}
     assert len(lines) == 1 + len(cases) and max(map(len, lines)) < 300
+
+
+def test_the_reduction_summary_takes_each_family_and_the_most_accurate_full_order_row():
+    from vpintegrator.studies.reduction.tables import summary_table as reduction_summary
+
+    def entry(row, label, err, cost):
+        return {"system": "toda", "N": 200, "row": row, "label": label, "cost": cost, "t120": {"median": err}}
+
+    summary = [entry("full_order", "stormer_verlet, h = 0.2", 1e-4, 1e-6),
+               entry("full_order", "stormer_verlet_y6, h = 0.15", 1e-9, 4e-5),  # the reference: the most accurate
+               entry("psd_floor", "PSD floor, 2n = 32", 1e-3, None),  # no model: in no column
+               entry("psd_galerkin", "PSD-Galerkin, 2n = 32", 2e-3, 2e-5),
+               entry("psd_galerkin_balanced", "balanced PSD-Galerkin, 2n = 32", 3e-3, 1e-6),
+               entry("psd_flow_map", "PSD + flow map, 2n = 32", 5e-3, 8e-6),
+               entry("psd_sindy", "PSD-SINDy poly1, 2n = 8", None, 1e-7)]  # no error: never the best
+    lines = [line for line in reduction_summary(summary) if line.startswith("| ")]
+    assert _cells(lines[0]) == ["case", "with the equations", "error", "cost", "speed-up", "data only", "error", "cost",
+                                "speed-up", "full order", "error", "cost"]
+    assert _cells(lines[1]) == ["toda, N = 200", "PSD-Galerkin, 2n = 32", "0.002", "2.00e-05", "2",
+                                "PSD + flow map, 2n = 32", "0.005", "8.00e-06", "5",
+                                "stormer_verlet_y6, h = 0.15", "1.00e-09", "4.00e-05"]

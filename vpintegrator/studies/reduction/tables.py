@@ -85,8 +85,7 @@ def _cell(entry: Mapping[str, Any]) -> str:
 
 def _verdict(mine: Sequence[Mapping[str, Any]], horizon: float) -> str:
     """Who wins on one lattice at ``horizon``, said plainly: the reduced rows with an error of at most ``USEFUL``
-    that no full-order row beats at both error and cost, else that the full-order method wins; a line, then the
-    rows, the cheapest full-order row and the floors as short bullets."""
+    that no full-order row beats at both error and cost, else that the full-order method wins."""
     t = f"t{horizon:g}"
     full = [e for e in mine if e["row"] == "full_order" and e["cost"] is not None]
     def beaten(e: Mapping[str, Any]) -> bool:
@@ -97,9 +96,8 @@ def _verdict(mine: Sequence[Mapping[str, Any]], horizon: float) -> str:
     ref = min(full, key=lambda e: _num(e["cost"])) if full else None
     where = f"At t = {horizon:g}"
     if not winners:
-        head = (f"{where}: **the full-order method wins**: every reduced or learned row is matched or beaten at once "
-                f"in error and in CPU per unit time by a full-order row, or has an error above {USEFUL:g}")
-        text = []
+        text = [f"{where}: **the full-order method wins**: every reduced or learned row is matched or beaten at once "
+                f"in error and in CPU per unit time by a full-order row, or has an error above {USEFUL:g}"]
     else:
         def against(e: Mapping[str, Any]) -> str:
             if ref is None or not ref[t]["median"]:
@@ -107,8 +105,9 @@ def _verdict(mine: Sequence[Mapping[str, Any]], horizon: float) -> str:
             return (f", {_num(e[t]['median']) / _num(ref[t]['median']):.2g} x the error and "
                     f"{_num(e['cost']) / _num(ref['cost']):.2g} x the cost of the cheapest full-order row")
 
-        head = f"{where}: **not beaten by any full-order row at both error and cost**"
-        text = [f"{e['label']} ({fmt_num(e[t]['median'])} at {fmt_num(e['cost'])} s{against(e)})" for e in winners]
+        names = "; ".join(f"{e['label']} ({fmt_num(e[t]['median'])} at {fmt_num(e['cost'])} s{against(e)})"
+                          for e in winners)
+        text = [f"{where}: **not beaten by any full-order row at both error and cost**: {names}"]
     if ref is not None:
         text.append(f"the cheapest full-order row is {ref['label']} ({fmt_num(ref[t]['median'])} at "
                     f"{fmt_num(ref['cost'])} s per unit time)")
@@ -118,7 +117,7 @@ def _verdict(mine: Sequence[Mapping[str, Any]], horizon: float) -> str:
             best_floor = min(floors, key=lambda e: _num(e[t]["median"]))
             text.append(f"the lowest {name} is {fmt_num(best_floor[t]['median'])} "
                         f"({best_floor['label'].split(', ')[-1]})")
-    return "\n".join([f"{head}:", "", *(f"- {line}" for line in text)]) if text else f"{head}."
+    return "; ".join(text) + "."
 
 
 def tables(summary: Sequence[Mapping[str, Any]]) -> str:
@@ -130,6 +129,7 @@ def tables(summary: Sequence[Mapping[str, Any]]) -> str:
              "time; offline: CPU s of data + SVD (+ hyper-reduction fit, + training); break-even: rollouts to T "
              "after which the offline CPU is paid back against the cheapest full-order row as accurate at T.", ""]
     lines += [f"Training: {valve_line(valve_sum(e.get('valve') for e in summary))}.", ""]
+    lines += ["## Summary", "", *summary_table(summary)]
     for system in dict.fromkeys(e["system"] for e in summary):
         for n in sorted({int(e["N"]) for e in summary if e["system"] == system}):
             mine = [e for e in summary if e["system"] == system and int(e["N"]) == n]
@@ -144,6 +144,24 @@ def tables(summary: Sequence[Mapping[str, Any]]) -> str:
             lines += md_table(["row", "error at T = 120", "error at 8T = 960", "s / unit time", "offline CPU s",
                                "break-even rollouts", "seeds"], body) + [""]
     return "\n".join(lines)
+
+
+#: the summary table's kinds (``vpintegrator.studies.summary_table``): the row families of each
+KINDS = {"with the equations": ("psd_galerkin", "psd_galerkin_balanced"),
+         "data only": ("psd_flow_map", "autoencoder_flow_map", "psd_sindy"), "full order": ("full_order",)}
+
+
+def summary_table(summary: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per (system, N): the most accurate row at T of each of ``KINDS`` (reduced models of the equations,
+    reduced models learned from data, the full-order steppers; the floors are no model), its error and cost, and
+    its speed-up against the lattice's most accurate full-order row (full-order cost / the row's cost)."""
+    from ..summary_table import summary_table as draw
+
+    cases = [(f"{system}, N = {n}", [e for e in summary if e["system"] == system and int(e["N"]) == n])
+             for system, n in dict.fromkeys((e["system"], int(e["N"])) for e in summary)]
+    return draw(cases, list(KINDS), lambda e: [k for k, rows in KINDS.items() if e["row"] in rows],
+                lambda e: e[f"t{T:g}"]["median"], lambda e: e["cost"], lambda e: e["label"], f"at T = {T:g}",
+                "median error over held-out mu and seeds", "batch-1 thread CPU s per unit time")
 
 
 def _family(label: str) -> str:
