@@ -85,7 +85,8 @@ def _cell(entry: Mapping[str, Any]) -> str:
 
 def _verdict(mine: Sequence[Mapping[str, Any]], horizon: float) -> str:
     """Who wins on one lattice at ``horizon``, said plainly: the reduced rows with an error of at most ``USEFUL``
-    that no full-order row beats at both error and cost, else that the full-order method wins."""
+    that no full-order row beats at both error and cost, else that the full-order method wins; a line, then the
+    rows, the cheapest full-order row and the floors as short bullets."""
     t = f"t{horizon:g}"
     full = [e for e in mine if e["row"] == "full_order" and e["cost"] is not None]
     def beaten(e: Mapping[str, Any]) -> bool:
@@ -96,8 +97,9 @@ def _verdict(mine: Sequence[Mapping[str, Any]], horizon: float) -> str:
     ref = min(full, key=lambda e: _num(e["cost"])) if full else None
     where = f"At t = {horizon:g}"
     if not winners:
-        text = [f"{where}: **the full-order method wins**: every reduced or learned row is matched or beaten at once "
-                f"in error and in CPU per unit time by a full-order row, or has an error above {USEFUL:g}"]
+        head = (f"{where}: **the full-order method wins**: every reduced or learned row is matched or beaten at once "
+                f"in error and in CPU per unit time by a full-order row, or has an error above {USEFUL:g}")
+        text = []
     else:
         def against(e: Mapping[str, Any]) -> str:
             if ref is None or not ref[t]["median"]:
@@ -105,9 +107,8 @@ def _verdict(mine: Sequence[Mapping[str, Any]], horizon: float) -> str:
             return (f", {_num(e[t]['median']) / _num(ref[t]['median']):.2g} x the error and "
                     f"{_num(e['cost']) / _num(ref['cost']):.2g} x the cost of the cheapest full-order row")
 
-        names = "; ".join(f"{e['label']} ({fmt_num(e[t]['median'])} at {fmt_num(e['cost'])} s{against(e)})"
-                          for e in winners)
-        text = [f"{where}: **not beaten by any full-order row at both error and cost**: {names}"]
+        head = f"{where}: **not beaten by any full-order row at both error and cost**"
+        text = [f"{e['label']} ({fmt_num(e[t]['median'])} at {fmt_num(e['cost'])} s{against(e)})" for e in winners]
     if ref is not None:
         text.append(f"the cheapest full-order row is {ref['label']} ({fmt_num(ref[t]['median'])} at "
                     f"{fmt_num(ref['cost'])} s per unit time)")
@@ -117,7 +118,7 @@ def _verdict(mine: Sequence[Mapping[str, Any]], horizon: float) -> str:
             best_floor = min(floors, key=lambda e: _num(e[t]["median"]))
             text.append(f"the lowest {name} is {fmt_num(best_floor[t]['median'])} "
                         f"({best_floor['label'].split(', ')[-1]})")
-    return "; ".join(text) + "."
+    return "\n".join([f"{head}:", "", *(f"- {line}" for line in text)]) if text else f"{head}."
 
 
 def tables(summary: Sequence[Mapping[str, Any]]) -> str:
