@@ -117,3 +117,6 @@ def test_license_citation_changelog():
     assert "```bibtex" in readme and "2312.11166" in readme
     project = tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["project"]
     assert project["urls"] and any("Python :: 3.10" in c for c in project["classifiers"])
+    # PEP 639 (issue 88): an SPDX expression and the file it names, no License classifier beside it
+    assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
+    assert not [c for c in project["classifiers"] if c.startswith("License ::")]
