@@ -91,3 +91,22 @@ def test_the_reduction_summary_takes_each_family_and_the_most_accurate_full_orde
     assert _cells(lines[1]) == ["toda, N = 200", "PSD-Galerkin, 2n = 32", "0.002", "2.00e-05", "2",
                                 "PSD + flow map, 2n = 32", "0.005", "8.00e-06", "5",
                                 "stormer_verlet_y6, h = 0.15", "1.00e-09", "4.00e-05"]
+
+
+def test_the_unknown_form_summary_sets_the_best_data_row_against_the_oracle():
+    from vpintegrator.studies.unknown_form.tables import summary_table as unknown_summary
+
+    def entry(method, approach, err10, cost, err5=1.0):
+        return {"system": "rigid_body", "noise": 0.0, "method": method, "approach": approach, "cost": cost,
+                "horizons": {"5": {"median": err5}, "10": {"median": err10}}}
+
+    summary = [entry("oracle gauss_legendre4", "oracle", 1e-6, 2e-6),
+               entry("lpnet", "lpnet", 3e-6, 1e-5, err5=1e-9),  # the best at t = 10, not at t = 5
+               entry("sindy+gauss_legendre4", "sindy", 2e-6, math.nan),  # no cost measured: still the most accurate
+               entry("node@rk4", "node", math.inf, 1e-7)]
+    lines = [line for line in unknown_summary(summary) if line.startswith("| ")]
+    assert _cells(lines[0]) == ["case", "data only", "error", "cost", "speed-up", "full order", "error", "cost"]
+    assert _cells(lines[1]) == ["rigid_body, noise σ = 0", "sindy+gauss_legendre4", "2.00e-06", "—", "—",
+                                "oracle gauss_legendre4", "1.00e-06", "2.00e-06"]
+    summary[2]["cost"] = 4e-6
+    assert _cells([line for line in unknown_summary(summary) if line.startswith("| ")][1])[3:5] == ["4.00e-06", "0.5"]

@@ -187,7 +187,8 @@ def tables(summary: list[dict[str, Any]]) -> str:
              "Cost: batch-1 thread CPU seconds per unit time (median over seeds), with the stepper that ran it "
              "(numba: the compiled kernel, a fitted SINDy field's included; numpy: the NumPy path, which runs "
              "a fitted SINDy field in results recorded before its compiled kernel existed); amortised: + training "
-             "CPU / (N · 10) with N the rollouts it is spread over." + how]
+             "CPU / (N · 10) with N the rollouts it is spread over." + how, "", "### Summary", "",
+             *summary_table(summary)[:-1]]
     for system in [s for s in SYSTEMS if any(x["system"] == s for x in summary)]:
         for sigma in sorted({x["noise"] for x in summary if x["system"] == system}):
             mine = sorted((x for x in summary if x["system"] == system and x["noise"] == sigma),
@@ -241,6 +242,21 @@ def tables(summary: list[dict[str, Any]]) -> str:
                              f"{' + '.join(p['stopped']) if p.get('stopped') else 'not recorded'} |")
         lines += ["", wall_ceiling_line(plateaus), *stop_count_lines(plateaus)]
     return "\n".join([*stop_rule_lines(summary), *lines]) + "\n"
+
+
+def summary_table(summary: list[dict[str, Any]]) -> list[str]:
+    """One line per (system, σ) (``vpintegrator.studies.summary_table``): the most accurate row learned or fitted
+    from data at the last horizon and the oracle (the true equations on the full state, the full-order row), each
+    with its error and cost, and the data row's speed-up against the oracle (its cost over the data row's)."""
+    from ..summary_table import summary_table as draw
+
+    h = max((h for x in summary for h in x["horizons"]), key=float, default="10")
+    cases = [(f"{system}, noise σ = {sigma:g}", [x for x in summary if x["system"] == system and x["noise"] == sigma])
+             for system in SYSTEMS for sigma in sorted({x["noise"] for x in summary if x["system"] == system})]
+    return draw(cases, ("data only", "full order"),
+                lambda x: ["full order" if x.get("approach") == "oracle" else "data only"],
+                lambda x: (x["horizons"].get(h) or {}).get("median"), lambda x: x["cost"], lambda x: x["method"],
+                f"at t = {float(h):g}", "median error over seeds", "batch-1 thread CPU s per unit time")
 
 
 def stop_count_lines(summary: Sequence[dict[str, Any]]) -> list[str]:
