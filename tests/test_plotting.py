@@ -656,3 +656,20 @@ def test_a_data_only_rollout_is_titled_by_its_file_not_a_question_mark(rigid):
         assert "data obs.h5" in title and "?" not in title, (kind, title)
     assert "rigid body" in _title(plot_rollout(rigid, "error"))
     assert system_title({}) == "data of no named system"
+
+
+def test_the_journal_widths_are_documented_as_the_presets_set_them():
+    """Issue 88: the column widths were in --help only; the plotting API page (the package docstring) and the
+    walkthrough give each preset's width and text size, the numbers of PRESETS."""
+    from pathlib import Path
+
+    import vpintegrator.plotting as plotting
+    from vpintegrator.plotting.style import PRESETS
+
+    page = Path(__file__).resolve().parents[1] / "docs" / "walkthrough.md"
+    texts = [plotting.__doc__ or ""] + ([page.read_text(encoding="utf-8")] if page.is_file() else [])
+    for text in texts:
+        flat = " ".join(text.split())
+        for name in ("single", "double"):
+            width, rc = PRESETS[name]
+            assert f"{width:g} in" in flat and f"{rc['font.size']}-pt" in flat, (name, flat[:200])

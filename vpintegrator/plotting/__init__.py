@@ -2,7 +2,8 @@
 
 - ``vpintegrator.plotting.style``: one fixed colour-blind-safe colour (Okabe–Ito), dash and marker per method
   ([`method_styles`][vpintegrator.plotting.method_styles], [`method_colors`][vpintegrator.plotting.method_colors]), display names ([`display_name`][vpintegrator.plotting.display_name]), the paper style and
-  journal presets ([`figure_style`][vpintegrator.plotting.figure_style]: ``"single"``/``"double"`` column, a ``.mplstyle`` file), atomic
+  journal presets ([`figure_style`][vpintegrator.plotting.figure_style]: ``"single"`` column, 3.5 in ≈ 89 mm wide, 7-pt text;
+  ``"double"`` column, 7.2 in ≈ 183 mm, 8-pt text: the file is exactly that wide; or a ``.mplstyle`` file), atomic
   [`save_figure`][vpintegrator.plotting.save_figure] (PDF and PNG).
 - ``vpintegrator.plotting.source``: what a rollout figure accepts — a ``RolloutResult``, the path of a rollout file, a
   ``Trajectories`` or a dict ``{label: Trajectories}`` (e.g. from [`vpintegrator.integrate`][vpintegrator.data.integration.integrate] or
