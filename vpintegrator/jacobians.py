@@ -124,7 +124,8 @@ def fd_jacobian(fn: Callable[[torch.Tensor], torch.Tensor], inputs: torch.Tensor
 
     Returns
     -------
-    Tensor, shape (batch, seq·dim, seq·dim), as [`window_jacobian`][vpintegrator.testing.window_jacobian].
+    Tensor, shape (batch, seq·dim, seq·dim)
+        Laid out as [`window_jacobian`][vpintegrator.testing.window_jacobian]'s.
     """
     batch, seq, dim = inputs.shape
     m = seq * dim

@@ -159,7 +159,8 @@ def generate(
 
     Parameters
     ----------
-    spec : GenerationSpec, or a spec name / TOML path for [`load_spec`][vpintegrator.data.spec.load_spec]
+    spec : GenerationSpec or str
+        A spec, or a spec name / TOML path for [`load_spec`][vpintegrator.data.spec.load_spec].
     out : str or PathLike, optional
         Write to this HDF5 file chunk by chunk (atomically: no partial file on error or interrupt) and
         return its path. None: keep everything in memory and return the trajectories. An existing file

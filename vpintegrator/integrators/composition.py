@@ -155,8 +155,8 @@ def register_compositions(base: str | Integrator, schemes: Sequence[str] | None 
     base : str or Integrator
         A registered method's name, or an [`Integrator`][vpintegrator.integrators.Integrator] instance (registered first when its name is
         not). It must be symmetric (``step(-h) o step(h) = id``) and of order 2.
-    schemes : names of [`SCHEMES`][vpintegrator.integrators.SCHEMES], optional
-        Default all: ``tj4`` (order 4), ``suzuki4`` (order 4), ``y6`` (order 6).
+    schemes : list of str, optional
+        Names of [`SCHEMES`][vpintegrator.integrators.SCHEMES]; default all: ``tj4`` (order 4), ``suzuki4`` (order 4), ``y6`` (order 6).
     replace : bool
         Replace compositions of these names that are already registered.
 

@@ -38,7 +38,8 @@ def plot_work_precision(source: str | Path | Iterable[WorkPrecisionRow], axes: A
     source : list of WorkPrecisionRow, or path of a work-precision CSV
     axes : two matplotlib Axes, optional
         Draw into them (error, drift) instead of a new figure.
-    style : see [`vpintegrator.plotting.figure_style`][vpintegrator.plotting.figure_style]
+    style : str, optional
+        A journal preset or style file: see [`figure_style`][vpintegrator.plotting.figure_style].
     amortise_over : float, optional
         N: draw each model's cost with its training spread over N rollouts of length T (an arrow from the bare
         cost to a hollow marker). Default: the N the table was written with, if any (none: bare costs only).

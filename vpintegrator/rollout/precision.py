@@ -210,8 +210,9 @@ def work_precision(
         The base step h; the ladder multiplies it. t_end / (dt · multiplier) must be a whole number.
     t_end : float
         The final time T at which the error is measured.
-    methods : names of [`vpintegrator.integrators.list_integrators`][vpintegrator.integrators.list_integrators], optional
-        Default ``DEFAULT_METHODS`` (those the system supports).
+    methods : list of str, optional
+        Names of [`list_integrators`][vpintegrator.integrators.list_integrators]; default ``DEFAULT_METHODS`` (those
+        the system supports).
     ladder : step multipliers (≥ 4)
     dop853_rtols : tolerances of DOP853's own ladder, or None to leave it out
     models : {label: model}, optional
