@@ -110,3 +110,22 @@ def test_the_unknown_form_summary_sets_the_best_data_row_against_the_oracle():
                                 "oracle gauss_legendre4", "1.00e-06", "2.00e-06"]
     summary[2]["cost"] = 4e-6
     assert _cells([line for line in unknown_summary(summary) if line.startswith("| ")][1])[3:5] == ["4.00e-06", "0.5"]
+
+
+def test_the_partial_observation_summary_leaves_out_ablations_and_the_full_state_model():
+    from vpintegrator.studies.partial_observation.tables import summary_table as po_summary
+
+    def entry(approach, T, kind, err, cost=None):
+        return {"system": "coupled_oscillator", "approach": approach, "T": T, "kind": kind, "cost": cost,
+                "t10": {"median": err}}
+
+    summary = [entry("estimate+gauss_legendre4", 3, "known", 2e-5),
+               entry("fullstate", 1, "full_state", 1e-6, 1e-4),  # sees the full state: not data-only here
+               entry("vpt+noattn", 4, "ablation", 1e-7, 1e-4),  # an ablation: in no column
+               entry("delay_mlp2", 4, "model", 3e-4, 2e-4), entry("parrot", 3, "fitted", 0.3),
+               entry("vpt", 4, "model", 8.0, 1e-3), entry("vpt_mix", 2, "model", 0.1, 7e-3)]
+    lines = [line for line in po_summary(summary) if line.startswith("| ")]
+    assert _cells(lines[0]) == ["case", "with the equations", "error", "cost", "data only", "error", "cost",
+                                "VPT family", "error", "cost"]  # no full-order row: no speed-up
+    assert _cells(lines[1]) == ["coupled_oscillator, observed in q", "estimate+gauss_legendre4 at T = 3", "2.00e-05",
+                                "—", "delay_mlp2 at T = 4", "3.00e-04", "2.00e-04", "vpt_mix at T = 2", "0.1", "0.007"]

@@ -76,10 +76,32 @@ COST_NOTE = ("Batch-1 CPU s / unit time: each learned row's rollout of the first
              "the median over seeds; — for the rows that are not trained.")
 
 
+#: the summary table's kinds (``vpintegrator.studies.summary_table``; no full-order row: no speed-up)
+KINDS: dict[str, Any] = {"with the equations": lambda e: e["kind"] == "known",
+                         "data only": lambda e: e["kind"] in ("model", "fitted"),
+                         "VPT family": lambda e: e["kind"] == "model" and str(e["approach"]).startswith("vpt")}
+
+
+def summary_table(summary: list[dict[str, Any]]) -> list[str]:
+    """One line per system: the most accurate row at t = 10 (the target's horizon) with the equations (state
+    estimation + the true flow), from data only (the learned and fitted rows; not the ablations, not the
+    full-state model) and of the VPT family, each with its error and its batch-1 cost where measured."""
+    from ..summary_table import summary_table as draw
+
+    t = TARGET["t"]
+    cases = [(f"{system}, observed in {SYSTEMS.get(system, {}).get('observe', '?')}",
+              [e for e in summary if e["system"] == system]) for system in dict.fromkeys(e["system"] for e in summary)]
+    return draw(cases, list(KINDS), lambda e: [k for k, pick in KINDS.items() if pick(e)],
+                lambda e: e[f"t{t:g}"]["median"], lambda e: e.get("cost"),
+                lambda e: f"{e['approach']} at T = {e['T']}", f"at t = {t:g}", "median error over seeds", "batch-1 CPU s per unit time, learned rows only")
+
+
 def tables(summary: list[dict[str, Any]]) -> str:
-    """The Markdown tables: per system, every (approach, T) at each horizon, best first at t = 10."""
+    """The Markdown tables: the summary (``summary_table``), then per system every (approach, T) at each horizon,
+    best first at t = 10."""
     valve = valve_line(valve_sum(e.get("valve") for e in summary))
-    lines = ["# Partial observation: results", "", _target(summary), "", f"Training: {valve}.", ""]
+    lines = ["# Partial observation: results", "", _target(summary), "", f"Training: {valve}.", "", "## Summary", "",
+             *summary_table(summary)]
     for system in dict.fromkeys(e["system"] for e in summary):
         info = SYSTEMS.get(system, {})
         lines += [f"## {system}, observed in {info.get('observe', '?')}", "",
