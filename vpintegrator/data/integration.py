@@ -83,7 +83,7 @@ class IntegratorMap(StepMap):
         self._runner = "numpy"
         self._raise = False
 
-    def start(self, window0, limit):
+    def start(self, window0: np.ndarray, limit: np.ndarray | None) -> None:
         self._y0 = np.array(window0[:, -1], dtype=np.float64)  # (n_traj, dim)
         self._y = self._y0.copy()
         self._raise = limit is None
@@ -132,7 +132,7 @@ class IntegratorMap(StepMap):
                     out[i] = np.nan
             return out
 
-    def generate(self, n):
+    def generate(self, n: int) -> np.ndarray:
         if self._raise:
             return self._generate_raising(n)
         if self._stepper is not None:
@@ -219,10 +219,10 @@ class IntegratorMap(StepMap):
         toc = thread_cpu()
         return failed, toc - tic, tic - start, time.perf_counter() - wall
 
-    def reset(self, rows):
+    def reset(self, rows: np.ndarray) -> None:
         self._y[rows] = self._y0[rows]
 
-    def describe(self):
+    def describe(self) -> dict[str, Any]:
         return {**super().describe(), "integrator": self.name, "order": int(self.integrator.order),
                 "runner": self._runner}
 

@@ -287,7 +287,7 @@ class ContextLiePoissonNet(ContextModel):
         self._setup(dim, context_len, pred_window, *_encoder_args(locals()))
         check_positive_int(n_layers, "n_layers")
         check_positive_int(width, "width")
-        self.config = _record_config(self, self.model_name, locals())
+        self.config: dict[str, Any] = _record_config(self, self.model_name, locals())
         self.layers = nn.ModuleList(ConditionedLiePoissonLayer(width, self.context_dim) for _ in range(n_layers))
 
 
@@ -313,7 +313,7 @@ class ContextGSympNet(ContextModel):
             raise VPIntegratorError(f"dim must be even (q, p) for a symplectic model; got {dim}")
         self._setup(dim, context_len, pred_window, *_encoder_args(locals()))
         check_positive_int(n_layers, "n_layers")
-        self.config = _record_config(self, self.model_name, locals())
+        self.config: dict[str, Any] = _record_config(self, self.model_name, locals())
         self.layers = nn.ModuleList(ConditionedGradientLayer(dim, width, self.context_dim, side="qp"[i % 2])
                                     for i in range(n_layers))
 
@@ -334,5 +334,5 @@ class ContextVolumeNet(ContextModel):
         super().__init__()
         self._setup(dim, context_len, pred_window, *_encoder_args(locals()))
         check_positive_int(n_layers, "n_layers")
-        self.config = _record_config(self, self.model_name, locals())
+        self.config: dict[str, Any] = _record_config(self, self.model_name, locals())
         self.layers = nn.ModuleList(ConditionedShear(dim, self.context_dim, lower=i % 2 == 0) for i in range(n_layers))

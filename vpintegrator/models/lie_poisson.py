@@ -94,13 +94,13 @@ class LiePoissonNet(_LiePoissonBase):
 
     def __init__(self, dim: int, n_layers: int = 8, width: int = 4, seq_len: int = 1, symmetric: bool = False) -> None:
         super().__init__()
-        self.dim = _check_dim(dim)
+        self.dim: int = _check_dim(dim)
         check_positive_int(n_layers, "n_layers")
         check_positive_int(width, "width")
         self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
         check_bool(symmetric, "symmetric")
         self._check_seq = None  # position-wise: any window length
-        self.config = _record_config(self, self.model_name, locals())
+        self.config: dict[str, Any] = _record_config(self, self.model_name, locals())
         self.layers = nn.Sequential(*[LiePoissonLayer(width) for _ in range(n_layers)])
 
 
@@ -132,14 +132,14 @@ class LiePoissonTransformer(_LiePoissonBase):
     def __init__(self, dim: int, seq_len: int = 3, L: int = 2, n_layers: int = 4, width: int = 4,
                  symmetric: bool = False) -> None:
         super().__init__()
-        self.dim = _check_dim(dim)
+        self.dim: int = _check_dim(dim)
         self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
         check_positive_int(L, "L")
         check_positive_int(n_layers, "n_layers", minimum=0)
         check_positive_int(width, "width")
         check_bool(symmetric, "symmetric")
         self._check_seq = seq_len
-        self.config = _record_config(self, self.model_name, locals())
+        self.config: dict[str, Any] = _record_config(self, self.model_name, locals())
         layers: list[nn.Module] = []
         for _ in range(L):
             layers.append(LiePoissonCoupling(seq_len, width))

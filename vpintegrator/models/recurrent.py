@@ -111,15 +111,15 @@ class GRUWindow(_WindowModel):
     def __init__(self, dim: int, seq_len: int = 4, width: int = 16, layers: int = 1, depth: int = 1,
                  activation: str = "tanh", increment: str = "first") -> None:
         super().__init__()
-        self.dim = check_positive_int(dim, "dim")
-        self.seq_len = check_positive_int(seq_len, "seq_len")
+        self.dim: int = check_positive_int(dim, "dim")
+        self.seq_len: int = check_positive_int(seq_len, "seq_len")
         check_positive_int(width, "width")
         check_positive_int(layers, "layers")
         check_positive_int(depth, "depth", minimum=0)
         get_activation(activation)
-        self.increment = check_increment(self.model_name, increment, self.seq_len)
+        self.increment: str = check_increment(self.model_name, increment, self.seq_len)
         self.pred_window = 1
-        self.config = _record_config(self, self.model_name, locals())
+        self.config: dict[str, Any] = _record_config(self, self.model_name, locals())
         self.grus = nn.ModuleList(GRULayer(self.dim if i == 0 else width, width) for i in range(layers))
         self.readout = _Readout(width, width, depth, self.dim, activation)
 
@@ -169,17 +169,17 @@ class LRUWindow(_WindowModel):
                  depth: int = 1, r_min: float = 0.0, r_max: float = 0.99, max_phase: float = 2.0 * math.pi,
                  activation: str = "tanh", increment: str = "first") -> None:
         super().__init__()
-        self.dim = check_positive_int(dim, "dim")
-        self.seq_len = check_positive_int(seq_len, "seq_len")
+        self.dim: int = check_positive_int(dim, "dim")
+        self.seq_len: int = check_positive_int(seq_len, "seq_len")
         check_positive_int(width, "width")
         check_positive_int(state, "state")
         check_positive_int(layers, "layers")
         check_positive_int(depth, "depth", minimum=0)
         check_ring(r_min, r_max, max_phase, self.model_name)
         self._sigma = get_activation(activation)
-        self.increment = check_increment(self.model_name, increment, self.seq_len)
+        self.increment: str = check_increment(self.model_name, increment, self.seq_len)
         self.pred_window = 1
-        self.config = _record_config(self, self.model_name, locals())
+        self.config: dict[str, Any] = _record_config(self, self.model_name, locals())
         self.encoder = nn.Linear(self.dim, width)
         self.lrus = nn.ModuleList(LRULayer(width, state, r_min, r_max, max_phase) for _ in range(layers))
         self.mix = nn.ModuleList(nn.Linear(width, width) for _ in range(layers))

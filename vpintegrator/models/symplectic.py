@@ -119,7 +119,7 @@ class LASympNet(_PositionWise):
         seq_len: int = 1,
     ) -> None:
         super().__init__()
-        self.dim = check_symplectic_dim(dim)
+        self.dim: int = check_symplectic_dim(dim)
         check_positive_int(depth, "depth")
         if depth > LA_MAX_DEPTH:
             raise VPIntegratorError(
@@ -130,7 +130,7 @@ class LASympNet(_PositionWise):
         check_bool(init_upper_linear, "init_upper_linear")
         check_bool(init_upper_act, "init_upper_act")
         self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
-        self.config = _record_config(self, self.model_name, locals())
+        self.config: dict[str, Any] = _record_config(self, self.model_name, locals())
         linear = (LinearLayerQ, LinearLayerP) if init_upper_linear else (LinearLayerP, LinearLayerQ)
         act = (ActivationLayerQ, ActivationLayerP) if init_upper_act else (ActivationLayerP, ActivationLayerQ)
 
@@ -186,13 +186,13 @@ class GSympNet(_PositionWise):
         seq_len: int = 1,
     ) -> None:
         super().__init__()
-        self.dim = check_symplectic_dim(dim)
+        self.dim: int = check_symplectic_dim(dim)
         upscaling_dimension = check_upscaling_dimension(dim, upscaling_dimension)
         check_positive_int(n_layers, "n_layers")
         get_activation(activation)
         check_bool(init_upper, "init_upper")
         self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
-        self.config = _record_config(self, self.model_name, locals())
+        self.config: dict[str, Any] = _record_config(self, self.model_name, locals())
         kinds = (GradientLayerQ, GradientLayerP) if init_upper else (GradientLayerP, GradientLayerQ)
         self.layers = nn.Sequential(*(kinds[i % 2](dim, upscaling_dimension, activation) for i in range(n_layers)))
 

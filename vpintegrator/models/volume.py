@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -96,7 +96,7 @@ class VolumePreservingFeedForward(_SymmetricPlanes, nn.Module):
         symmetric: bool = False,
     ) -> None:
         super().__init__()
-        self.dim = check_positive_int(dim, "dim")
+        self.dim: int = check_positive_int(dim, "dim")
         check_positive_int(n_blocks, "n_blocks", minimum=0)
         check_positive_int(n_linear, "n_linear")
         get_activation(activation)
@@ -104,7 +104,7 @@ class VolumePreservingFeedForward(_SymmetricPlanes, nn.Module):
         self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
         check_bool(symmetric, "symmetric")
         self._check_seq = None  # position-wise: any window length
-        self.config = _record_config(self, self.model_name, locals())
+        self.config: dict[str, Any] = _record_config(self, self.model_name, locals())
         first, second = (
             (VolumePreservingUpperLayer, VolumePreservingLowerLayer)
             if init_upper
@@ -336,7 +336,7 @@ class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
         positional: str = "none",
     ) -> None:
         super().__init__()
-        self.dim = check_positive_int(dim, "dim")
+        self.dim: int = check_positive_int(dim, "dim")
         self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
         check_positive_int(L, "L")
         if check_bool(symmetric, "symmetric") and not check_bool(skew_sym, "skew_sym"):
@@ -348,7 +348,7 @@ class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
             raise VPIntegratorError(f"positional: {positional!r} has no symmetric (palindromic) form; set "
                                     "symmetric=false or positional='none'")
         self._check_seq = seq_len
-        self.config = _record_config(self, self.model_name, locals())
+        self.config: dict[str, Any] = _record_config(self, self.model_name, locals())
         self.blocks = nn.Sequential(
             *(
                 _VPTBlock(

@@ -79,10 +79,10 @@ class ContextStep(StepMap):
         self.dim, self.seq_len, self.pred_window = int(model.dim), int(model.context_len), 1
         self.context, self.theta, self.dt = context, theta, dt
         self.noise, self.seed = float(noise), int(seed)
-        self.name = str(getattr(model, "config", {}).get("name", type(model).__name__.lower()))
+        self.name: str = str(getattr(model, "config", {}).get("name", type(model).__name__.lower()))
         self._c: Any = None
 
-    def start(self, window0, limit):
+    def start(self, window0: np.ndarray, limit: np.ndarray | None) -> None:
         self._window0 = np.asarray(window0, dtype=np.float64)
         self._c = None
 
@@ -104,7 +104,7 @@ class ContextStep(StepMap):
         self._z0 = prefix[:, -1:].clone()  # (n_traj, 1, dim)
         self._z = self._z0.clone()
 
-    def generate(self, n):
+    def generate(self, n: int) -> np.ndarray:
         import torch
 
         if self._c is None:
@@ -118,14 +118,14 @@ class ContextStep(StepMap):
         self._z = z
         return out.to(device="cpu", dtype=torch.float64).numpy()
 
-    def reset(self, rows):
+    def reset(self, rows: np.ndarray) -> None:
         import torch
 
         with torch.inference_mode():
             idx = torch.as_tensor(np.asarray(rows), device=self.device)
             self._z[idx] = self._z0[idx]
 
-    def log_abs_det_jacobian(self, windows, rows=None):
+    def log_abs_det_jacobian(self, windows: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """``log|det J|`` of one step at the windows' last states (n, seq_len, dim), window j with row
         ``rows[j]``'s context, in float64."""
         import copy

@@ -78,7 +78,7 @@ class DelaySindyStep(StepMap):
         T = int(context_len)
         self.integrator = str(integrator)
         self.dt = finite_float(dt, "dt (the step size)", positive=True, key="dt")
-        self.name = f"delay_sindy+{integrator}"
+        self.name: str = f"delay_sindy+{integrator}"
         if dim is None:
             if callable(train):
                 raise VPIntegratorError("DelaySindyStep: give dim with a callable train")
@@ -146,7 +146,7 @@ class DelaySindyStep(StepMap):
         """The fitted field of the delay vectors (a ``SindyField`` of T·k components), or None."""
         return None if self.fit is None else self.fit.field
 
-    def start(self, window0, limit):
+    def start(self, window0: np.ndarray, limit: np.ndarray | None) -> None:
         from .steps import IntegratorStep
 
         self.fit_now()
@@ -160,16 +160,16 @@ class DelaySindyStep(StepMap):
             # a delay vector of T states each within the bound is within sqrt(T) times it
             self._inner.start(z0, None if limit is None else np.asarray(limit) * math.sqrt(self.seq_len))
 
-    def generate(self, n):
+    def generate(self, n: int) -> np.ndarray:
         if self._inner is None:
             return np.full((self._n, n, self.dim), np.nan)
         return np.ascontiguousarray(self._inner.generate(n)[..., -self.dim:])
 
-    def reset(self, rows):
+    def reset(self, rows: np.ndarray) -> None:
         if self._inner is not None:
             self._inner.reset(rows)
 
-    def log_abs_det_jacobian(self, windows):
+    def log_abs_det_jacobian(self, windows: np.ndarray) -> np.ndarray:
         """The step's ``log|det J|`` on the delay vectors (the window flattened: the model's state)."""
         w = np.asarray(windows, dtype=np.float64)
         if self._inner is None:

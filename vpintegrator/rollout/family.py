@@ -74,7 +74,7 @@ class FamilyStep(StepMap):
     def compiled_max_batch(self, value: int) -> None:
         pass
 
-    def start(self, window0, limit):
+    def start(self, window0: np.ndarray, limit: np.ndarray | None) -> None:
         window0 = np.asarray(window0, dtype=np.float64)
         limit = np.broadcast_to(np.asarray(limit, dtype=np.float64), (window0.shape[0],))
         if window0.shape[0] != len(self.family):
@@ -85,20 +85,20 @@ class FamilyStep(StepMap):
         for m, (_, rows) in zip(self._maps, self._groups):
             m.start(window0[rows], limit[rows])
 
-    def generate(self, n):
+    def generate(self, n: int) -> np.ndarray:
         out = np.empty((len(self.family), n, self.dim))
         for m, (_, rows) in zip(self._maps, self._groups):
             out[rows] = m.generate(n)
         return out
 
-    def reset(self, rows):
+    def reset(self, rows: np.ndarray) -> None:
         rows = np.asarray(rows, dtype=np.int64)
         for g, m in enumerate(self._maps):
             mine = rows[self._row_group[rows] == g]
             if mine.size:
                 m.reset(self._pos[mine])
 
-    def log_abs_det_jacobian(self, windows, rows=None):
+    def log_abs_det_jacobian(self, windows: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """``log|det J|`` at windows (n, seq_len, dim), window ``j`` of row ``rows[j]`` (required: each row's
         map has its own parameters)."""
         if rows is None:
@@ -115,7 +115,7 @@ class FamilyStep(StepMap):
                 out[sel] = m.log_abs_det_jacobian(windows[sel])
         return out
 
-    def describe(self):
+    def describe(self) -> dict[str, Any]:
         info = dict(self._maps[0].describe())
         runners = sorted({str(m.describe().get("runner")) for m in self._maps if "runner" in m.describe()})
         if runners:

@@ -241,7 +241,7 @@ class GLEStep(_ParticleRow):
             self._K = np.concatenate([self._K, self.system.kernel(self.h * np.arange(have, size))])
         return self._K
 
-    def start(self, window0, limit):
+    def start(self, window0: np.ndarray, limit: np.ndarray | None) -> None:
         """Begin every row at step 0 from its particle state (the kernel grid is kept from earlier starts)."""
         self._Q0, self._P0 = self._particle0(window0)
         rows_n = self._Q0.size
@@ -266,7 +266,7 @@ class GLEStep(_ParticleRow):
         if self._soe is not None:
             self._U[rows] = 0.5 * self._soe[1][None, :] * self._P0[rows, None]
 
-    def generate(self, n):
+    def generate(self, n: int) -> np.ndarray:
         from ..compiled.bath import gle_soe_steps, gle_steps
 
         n = int(n)
@@ -292,10 +292,10 @@ class GLEStep(_ParticleRow):
         self._count += n
         return self._emit(out)
 
-    def reset(self, rows):
+    def reset(self, rows: np.ndarray) -> None:
         self._restart(np.asarray(rows, dtype=np.int64))
 
-    def describe(self):
+    def describe(self) -> dict[str, Any]:
         info = {**super().describe(), "runner": "numba", "gle_scheme": "velocity Verlet + trapezoidal convolution "
                 "quadrature (order 2)", "gle_memory": "whole history" if self.memory is None else float(self.memory),
                 "bath_N": int(self.system.N)}
@@ -331,25 +331,25 @@ class BathStep(_ParticleRow):
         super().__init__(channels, dim)
         self.system = self.bath_system = system
         self.stepper = bath_stepper(system, method, dt)
-        self.name = label or f"bath+{method}"
+        self.name: str = label or f"bath+{method}"
 
-    def start(self, window0, limit):
+    def start(self, window0: np.ndarray, limit: np.ndarray | None) -> None:
         Q0, P0 = self._particle0(window0)
         self._y0 = self.system.bath_at_rest(Q0, P0)
         self._y = self._y0.copy()
 
-    def generate(self, n):
+    def generate(self, n: int) -> np.ndarray:
         n = int(n)
         out = np.empty((self._y.shape[0], n, 2))
         for r in range(self._y.shape[0]):
             self.stepper.step(self._y[r], n, out[r])
         return self._emit(out)
 
-    def reset(self, rows):
+    def reset(self, rows: np.ndarray) -> None:
         rows = np.asarray(rows, dtype=np.int64)
         self._y[rows] = self._y0[rows]
 
-    def describe(self):
+    def describe(self) -> dict[str, Any]:
         return {**super().describe(), "runner": "numba", "bath_method": self.stepper.method,
                 "bath_N": int(self.system.N)}
 
@@ -397,7 +397,7 @@ class CoarseBathStep(BathStep):
                          label=label or f"coarse_bath+{method}")
         self.bath_system = self.full  # the data's bath
 
-    def start(self, window0, limit):
+    def start(self, window0: np.ndarray, limit: np.ndarray | None) -> None:
         super().start(window0, limit)
         self._done = np.zeros(self._y.shape[0], dtype=np.int64)
 
@@ -416,7 +416,7 @@ class CoarseBathStep(BathStep):
             if self._done[r]:
                 self.stepper.step(self._y[r], int(self._done[r]), np.empty((int(self._done[r]), 2)))
 
-    def generate(self, n):
+    def generate(self, n: int) -> np.ndarray:
         n = int(n)
         if (int(self._done.max(initial=0)) + n) * self.stepper.h > self.t_max and self.system is not self.full:
             self._grow(int(self._done.max(initial=0)) + n)
@@ -424,11 +424,11 @@ class CoarseBathStep(BathStep):
         self._done += n
         return out
 
-    def reset(self, rows):
+    def reset(self, rows: np.ndarray) -> None:
         super().reset(rows)
         self._done[np.asarray(rows, dtype=np.int64)] = 0
 
-    def describe(self):
+    def describe(self) -> dict[str, Any]:
         return {**super().describe(), "coarse_horizon": float(self.t_max), "full_N": int(self.full.N)}
 
 

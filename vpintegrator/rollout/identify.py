@@ -196,11 +196,11 @@ class IdentifiedStep(StepMap):
         self.base, self.how, self.integrator, self.dt = base, how, integrator, float(dt)
         self.dim, self.seq_len = base.dim, int(context_len)
         self.noise, self.seed = float(noise), int(seed)
-        self.name = f"{how}+{integrator}"
+        self.name: str = f"{how}+{integrator}"
         self._inner: StepMap | None = None
         self.theta: np.ndarray | None = None
 
-    def start(self, window0, limit):
+    def start(self, window0: np.ndarray, limit: np.ndarray | None) -> None:
         self._window0 = np.asarray(window0, dtype=np.float64)
         self._limit = np.asarray(limit, dtype=np.float64)
         self._inner = None
@@ -216,16 +216,16 @@ class IdentifiedStep(StepMap):
         inner.start(prefix[:, -1:], self._limit)
         return inner
 
-    def generate(self, n):
+    def generate(self, n: int) -> np.ndarray:
         if self._inner is None:
             self._inner = self._identify()
         return self._inner.generate(n)
 
-    def reset(self, rows):
+    def reset(self, rows: np.ndarray) -> None:
         if self._inner is not None:
             self._inner.reset(rows)
 
-    def log_abs_det_jacobian(self, windows, rows=None):
+    def log_abs_det_jacobian(self, windows: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         if self._inner is None:
             self._inner = self._identify()
         return self._inner.log_abs_det_jacobian(np.asarray(windows)[:, -1:], rows)  # type: ignore[call-arg]

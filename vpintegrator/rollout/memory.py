@@ -462,7 +462,7 @@ class WindowRegressionStep(StepMap):
         return self.fit
 
     # -- the step map
-    def start(self, window0, limit):
+    def start(self, window0: np.ndarray, limit: np.ndarray | None) -> None:
         self.fit_now()
         self._window0 = np.array(window0, dtype=np.float64)
         self._begin()
@@ -470,18 +470,18 @@ class WindowRegressionStep(StepMap):
     def _begin(self) -> None:
         self._win = self._window0.copy()
 
-    def generate(self, n):
+    def generate(self, n: int) -> np.ndarray:
         if self.fit is None:
             return np.full((self._window0.shape[0], n, self.dim), np.nan)
         out = self._predict(self.fit, self._win, n)
         self._win = np.ascontiguousarray(np.concatenate([self._win, out], axis=1)[:, -self.seq_len:])
         return out
 
-    def reset(self, rows):
+    def reset(self, rows: np.ndarray) -> None:
         rows = np.asarray(rows, dtype=np.int64)
         self._win[rows] = self._window0[rows]
 
-    def log_abs_det_jacobian(self, windows):
+    def log_abs_det_jacobian(self, windows: np.ndarray) -> np.ndarray:
         """log|det| of the window map (T·k numbers to the next T·k): |det A_{T−1}| (the oldest state's block)
         for T > 1; at T = 1 the step's own Jacobian."""
         windows = np.asarray(windows, dtype=np.float64)
@@ -678,17 +678,17 @@ class DelayDMDStep(WindowRegressionStep):
         self._state0 = None if self.fit is None else _reduced_start(self.fit, self._window0)
         self._state = None if self._state0 is None else self._state0.copy()
 
-    def generate(self, n):
+    def generate(self, n: int) -> np.ndarray:
         if self.fit is None or self._state is None:
             return np.full((self._window0.shape[0], n, self.dim), np.nan)
         return _reduced_rollout(self.fit, self._state, n, self.dim)
 
-    def reset(self, rows):
+    def reset(self, rows: np.ndarray) -> None:
         if self._state is not None and self._state0 is not None:
             rows = np.asarray(rows, dtype=np.int64)
             self._state[rows] = self._state0[rows]
 
-    def log_abs_det_jacobian(self, windows):
+    def log_abs_det_jacobian(self, windows: np.ndarray) -> np.ndarray:
         """log|det| of the DMD map on its delay vectors, det A_r (−inf below full rank)."""
         n = np.asarray(windows).shape[0]
         fit = self.fit

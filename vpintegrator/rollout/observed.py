@@ -318,9 +318,9 @@ class EstimatedStep(StepMap):
                                     "integrator or exact_flow after estimate+ (or, observing a particle-bath "
                                     "system's particle, gle or bath+METHOD)", key="integrators")
         self.system, self.observation, self.method, self.dt = system, observation, method, float(dt)
-        self.seq_len = int(context_len)
-        self.dim = observation.dim
-        self.name = f"estimate+{method}"
+        self.seq_len: int = int(context_len)
+        self.dim: int = observation.dim
+        self.name: str = f"estimate+{method}"
         self.residual = np.zeros(0)
 
     def _inner(self) -> StepMap:
@@ -330,22 +330,22 @@ class EstimatedStep(StepMap):
             return ExactFlowStep(self.system, self.dt)
         return IntegratorStep(self.system, self.method, self.dt)
 
-    def start(self, window0, limit):
+    def start(self, window0: np.ndarray, limit: np.ndarray | None) -> None:
         z, self.residual = estimate_states(self.system, self.observation, np.asarray(window0), self.dt)
         self._map = self._inner()
         self._map.start(z[:, None, :], np.full(len(z), np.inf))
 
-    def generate(self, n):
+    def generate(self, n: int) -> np.ndarray:
         return np.ascontiguousarray(self.observation.apply(self._map.generate(n)))
 
-    def reset(self, rows):
+    def reset(self, rows: np.ndarray) -> None:
         self._map.reset(rows)
 
-    def log_abs_det_jacobian(self, windows):
+    def log_abs_det_jacobian(self, windows: np.ndarray) -> np.ndarray:
         # a map of observed windows through an estimate: no volume to speak of
         return np.full(len(windows), np.nan)
 
-    def describe(self):
+    def describe(self) -> dict[str, Any]:
         res = self.residual
         return {**super().describe(), "method": self.method, "context_len": self.seq_len,
                 "estimate_residual_median": median(res.ravel()),
@@ -455,27 +455,27 @@ class WindowEstimatedStep(StepMap):
                                     key="context_len")
         self.inner, self.seq_len, self.dim = inner, int(context_len), int(inner.dim)
         self.channels = tuple(int(c) for c in getattr(inner, "channels", range(self.dim)))
-        self.name = label or f"estimate+{getattr(inner, 'name', 'row')}"
+        self.name: str = label or f"estimate+{getattr(inner, 'name', 'row')}"
         self.residual = np.zeros(0)
 
-    def start(self, window0, limit):
+    def start(self, window0: np.ndarray, limit: np.ndarray | None) -> None:
         w = np.asarray(window0, dtype=np.float64)
         z0, self.residual = estimate_first_state(self.inner, w, self.channels)
         self.inner.start(z0[:, None, :], limit)
         if self.seq_len > 1:  # the row's states inside the window: the engine hands on the observed ones
             self.inner.generate(self.seq_len - 1)
 
-    def generate(self, n):
+    def generate(self, n: int) -> np.ndarray:
         return self.inner.generate(n)
 
-    def reset(self, rows):
+    def reset(self, rows: np.ndarray) -> None:
         # a failed row restarts from its estimated first state (its output from the failure on is discarded)
         self.inner.reset(rows)
 
-    def log_abs_det_jacobian(self, windows):
+    def log_abs_det_jacobian(self, windows: np.ndarray) -> np.ndarray:
         return np.full(len(windows), np.nan)
 
-    def describe(self):
+    def describe(self) -> dict[str, Any]:
         res = self.residual
         inner = {k: v for k, v in self.inner.describe().items() if k not in ("kind", "seq_len", "pred_window",
                                                                              "overlap")}

@@ -89,7 +89,7 @@ class ParrotStep(StepMap):
         j = np.asarray(j, dtype=np.int64)
         return j // self._starts, j % self._starts + self.seq_len
 
-    def start(self, window0, limit):
+    def start(self, window0: np.ndarray, limit: np.ndarray | None) -> None:
         if self._tree is None:
             self._context()
         self._window0 = np.array(window0, dtype=np.float64)
@@ -97,7 +97,7 @@ class ParrotStep(StepMap):
         self._traj, self._pos = self._match(self._win)
         self._first = (self._traj.copy(), self._pos.copy())
 
-    def generate(self, n):
+    def generate(self, n: int) -> np.ndarray:
         assert self._y is not None
         y, T = self._y, self._y.shape[1]
         out = np.empty((self._win.shape[0], n, self.dim))
@@ -110,12 +110,12 @@ class ParrotStep(StepMap):
                 self._traj[ended], self._pos[ended] = self._match(self._win[ended])
         return out
 
-    def reset(self, rows):
+    def reset(self, rows: np.ndarray) -> None:
         rows = np.asarray(rows, dtype=np.int64)
         self._win[rows] = self._window0[rows]
         self._traj[rows], self._pos[rows] = self._first[0][rows], self._first[1][rows]
 
-    def log_abs_det_jacobian(self, windows):
+    def log_abs_det_jacobian(self, windows: np.ndarray) -> np.ndarray:
         """−inf: the copied states do not depend on the window (locally), det J = 0."""
         return np.full(np.asarray(windows).shape[0], -np.inf)
 

@@ -521,7 +521,7 @@ class SindyStep(StepMap):
     def field(self) -> SindyField | None:
         return None if self.fit is None else self.fit.field
 
-    def start(self, window0, limit):
+    def start(self, window0: np.ndarray, limit: np.ndarray | None) -> None:
         from .steps import IntegratorStep
 
         self.fit_now()
@@ -552,16 +552,16 @@ class SindyStep(StepMap):
         failed, seconds, setup_seconds, wall = done
         return failed, seconds, setup_seconds + fit_seconds, wall
 
-    def generate(self, n):
+    def generate(self, n: int) -> np.ndarray:
         if self._inner is None:
             return np.full((self._n, n, self.dim), np.nan)
         return self._inner.generate(n)
 
-    def reset(self, rows):
+    def reset(self, rows: np.ndarray) -> None:
         if self._inner is not None:
             self._inner.reset(rows)
 
-    def log_abs_det_jacobian(self, windows):
+    def log_abs_det_jacobian(self, windows: np.ndarray) -> np.ndarray:
         if self._inner is None:
             return np.full(np.asarray(windows).shape[0], np.nan)
         return self._inner.log_abs_det_jacobian(windows)

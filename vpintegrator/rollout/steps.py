@@ -51,7 +51,7 @@ class IntegratorStep(IntegratorMap):
     [`IntegratorMap`][vpintegrator.data.integration.IntegratorMap]'s.
     """
 
-    def log_abs_det_jacobian(self, windows):
+    def log_abs_det_jacobian(self, windows: np.ndarray) -> np.ndarray:
         from ..metrics import log_abs_det
 
         states = np.asarray(windows, dtype=np.float64)[:, -1]  # (n, dim)
@@ -91,12 +91,12 @@ class ExactFlowStep(StepMap):
         self.atol = finite_float(atol, "atol", positive=True, key="atol")
         self.name = "exact_flow"
 
-    def start(self, window0, limit):
+    def start(self, window0: np.ndarray, limit: np.ndarray | None) -> None:
         self._y0 = np.array(window0[:, -1], dtype=np.float64)
         self._y = self._y0.copy()
         self._limit = np.asarray(limit, dtype=np.float64)
 
-    def generate(self, n):
+    def generate(self, n: int) -> np.ndarray:
         from ..data import solve_flow
 
         t = self.dt * np.arange(n + 1)
@@ -107,16 +107,16 @@ class ExactFlowStep(StepMap):
         self._y[bad] = self._y0[bad]
         return y
 
-    def reset(self, rows):
+    def reset(self, rows: np.ndarray) -> None:
         self._y[rows] = self._y0[rows]
 
-    def log_abs_det_jacobian(self, windows):
+    def log_abs_det_jacobian(self, windows: np.ndarray) -> np.ndarray:
         # Liouville: log det of the flow map = time integral of the divergence (0 for every shipped system)
         states = np.asarray(windows, dtype=np.float64)[:, -1]
         div = self.system.divergence(states)
         return np.where(np.abs(div) == 0.0, 0.0, np.nan)
 
-    def describe(self):
+    def describe(self) -> dict[str, Any]:
         return {**super().describe(), "rtol": self.rtol, "atol": self.atol}
 
 
@@ -208,7 +208,7 @@ class ModelStep(StepMap):
         self.overlap = bool(overlap)
         self.volume_dtype = torch.float64 if volume_dtype is None else volume_dtype
         self._volume_model = None
-        self._buf = None
+        self._buf: Any = None
         self.fast_step = check_fast_step(jit)  # a fast_step name; True/False are "auto"/"off"
         if isinstance(scalar_max_batch, bool) or not isinstance(scalar_max_batch, int) or scalar_max_batch < 0:
             raise VPIntegratorError(f"scalar_max_batch must be an int >= 0 (0: off); got {scalar_max_batch!r}")
@@ -218,7 +218,7 @@ class ModelStep(StepMap):
         self._runner = "eager"
         self.name = str(getattr(model, "config", {}).get("name", type(model).__name__.lower()))
 
-    def start(self, window0, limit):
+    def start(self, window0: np.ndarray, limit: np.ndarray | None) -> None:
         import torch
 
         w = torch.as_tensor(np.asarray(window0, dtype=np.float64))
@@ -263,7 +263,7 @@ class ModelStep(StepMap):
         except Exception:  # a model the packer or the kernel cannot take: torch runs it
             return None
 
-    def generate(self, n):
+    def generate(self, n: int) -> np.ndarray:
         import torch
 
         if self._compiled is not None:
@@ -299,14 +299,14 @@ class ModelStep(StepMap):
         self._compiled.run_rows(self._ctx_np, n_calls, self.overlap, out)  # advances _ctx_np in place
         return out[:, :n]
 
-    def reset(self, rows):
+    def reset(self, rows: np.ndarray) -> None:
         import torch
 
         with torch.inference_mode():
             idx = torch.as_tensor(np.asarray(rows), device=self.device)
             self._ctx[idx] = self._init[idx]
 
-    def log_abs_det_jacobian(self, windows):
+    def log_abs_det_jacobian(self, windows: Any) -> Any:
         """``log|det J|`` of the window map at windows (n, seq_len, dim), in ``volume_dtype``: NumPy in,
         NumPy out; a tensor gives a float64 tensor on the model's device (the device engine's volume)."""
         from ..metrics import window_log_det_jacobian
@@ -335,7 +335,7 @@ class ModelStep(StepMap):
 
         return PROCESS_CPU if self._runner != "numba" and torch.get_num_threads() > 1 else THREAD_CPU
 
-    def describe(self):
+    def describe(self) -> dict[str, Any]:
         import torch
 
         return {
