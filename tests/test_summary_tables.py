@@ -129,3 +129,21 @@ def test_the_partial_observation_summary_leaves_out_ablations_and_the_full_state
                                 "VPT family", "error", "cost"]  # no full-order row: no speed-up
     assert _cells(lines[1]) == ["coupled_oscillator, observed in q", "estimate+gauss_legendre4 at T = 3", "2.00e-05",
                                 "—", "delay_mlp2 at T = 4", "3.00e-04", "2.00e-04", "vpt_mix at T = 2", "0.1", "0.007"]
+
+
+def test_the_context_summary_has_no_cost_columns_and_no_model_handed_the_true_parameters():
+    from vpintegrator.studies.context.tables import summary_table as context_summary
+
+    def entry(method, err, t=10.0):
+        return {"system": "coupled_oscillator", "split": "interpolation", "context_len": 5, "noise": 0.01,
+                "method": method, "t": t, "median": err}
+
+    summary = [entry("shooting+gauss_legendre4", 0.37), entry("fd+gauss_legendre4", 0.5),
+               entry("g_sympnet_ctx", 0.09), entry("g_sympnet_ctx oracle context", 0.08),  # handed the parameters
+               entry("parrot", 1.3), entry("parrot", 1e-9, t=1.0),  # another horizon: not read
+               entry("oracle gauss_legendre4", 0.012)]
+    lines = [line for line in context_summary(summary) if line.startswith("| ")]
+    assert _cells(lines[0]) == ["case", "with the equations", "error", "data only", "error", "full order", "error"]
+    assert _cells(lines[1]) == ["coupled_oscillator: interpolation, context_len 5, noise σ = 0.01",
+                                "shooting+gauss_legendre4", "0.37", "g_sympnet_ctx", "0.09",
+                                "oracle gauss_legendre4", "0.012"]

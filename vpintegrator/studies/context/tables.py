@@ -111,7 +111,31 @@ def tables(summary: list[dict[str, Any]]) -> str:
                          f" | {last['within_target']}/{len(last['seeds'])} | {_g(last.get(kind + '_per_state'))} | {last['failed']} |")
     head = ("Cells: the median over seeds of the per-seed median error [bootstrap 95 % interval over seeds] "
             "(the smallest 10 % and largest 90 % quantile over pairs of any seed).")
-    return head + "\n" + "\n".join(lines) + "\n"
+    return head + "\n" + "\n".join(["", "### Summary", "", *summary_table(summary)[:-1], *lines]) + "\n"
+
+
+#: the summary table's kinds (``vpintegrator.studies.summary_table``): identification + a classical method (the
+#: equations' form known, the parameters fitted to the context), the learned maps and parroting (data only; not a
+#: model handed the true parameters, ``oracle context``), the VPT family, the oracle (the true equations and
+#: parameters on the full state)
+KINDS: dict[str, Any] = {"with the equations": lambda m: m.startswith(("fd+", "shooting+")),
+                         "data only": lambda m: "oracle" not in m and not m.startswith(("fd+", "shooting+")),
+                         "VPT family": lambda m: m.startswith("vpt"), "full order": lambda m: m.startswith("oracle ")}
+
+
+def summary_table(summary: list[dict[str, Any]]) -> list[str]:
+    """One line per (system, split, k, σ): the most accurate row at t = 10 of each of ``KINDS`` the results hold,
+    with its error (the rows carry no cost: no cost or speed-up column)."""
+    from ..summary_table import summary_table as draw
+
+    at = [s for s in summary if s["t"] == TARGET[0]]
+    settings = sorted({(s.get("system", "rigid_body"), s["split"], s["context_len"], s["noise"]) for s in at})
+    cases = [(f"{'' if system == 'rigid_body' else system + ': '}{split}, context_len {k}, noise σ = {sigma:g}",
+              [s for s in at if (s.get("system", "rigid_body"), s["split"], s["context_len"], s["noise"])
+               == (system, split, k, sigma)]) for system, split, k, sigma in settings]
+    kinds = [k for k, pick in KINDS.items() if any(pick(s["method"]) for s in at)]
+    return draw(cases, kinds, lambda s: [k for k, pick in KINDS.items() if pick(s["method"])], lambda s: s["median"],
+                None, lambda s: s["method"], f"at t = {TARGET[0]:g}", "median error over seeds")
 
 
 _ORDER = ["lpnet_ctx", "lpnet_ctx oracle context", "lpnet_ctx_attention", "lpnet", "vpt", "g_sympnet_ctx",
