@@ -154,7 +154,9 @@ class BoundContextModel(nn.Module):
         super().__init__()
         self.model = model
         self.context = context
-        self.dim, self.seq_len, self.pred_window = model.dim, 1, 1
+        self.dim: int = model.dim
+        self.seq_len: int = 1
+        self.pred_window: int = 1
         self.preserves = tuple(model.preserves)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -155,7 +155,8 @@ class DelayVolumeNet(nn.Module):
                  activation: str = "tanh") -> None:
         super().__init__()
         self.dim = check_positive_int(dim, "dim")
-        self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
+        self.seq_len: int = check_positive_int(seq_len, "seq_len")
+        self.pred_window: int = self.seq_len
         self.config = _record_config(self, self.model_name, locals())
         self.net = VolumePreservingFeedForward(self.seq_len * self.dim, n_blocks=n_blocks, n_linear=n_linear,
                                                activation=activation)

@@ -97,7 +97,8 @@ class LiePoissonNet(_LiePoissonBase):
         self.dim: int = _check_dim(dim)
         check_positive_int(n_layers, "n_layers")
         check_positive_int(width, "width")
-        self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
+        self.seq_len: int = check_positive_int(seq_len, "seq_len")
+        self.pred_window: int = self.seq_len
         check_bool(symmetric, "symmetric")
         self._check_seq = None  # position-wise: any window length
         self.config: dict[str, Any] = _record_config(self, self.model_name, locals())
@@ -133,7 +134,8 @@ class LiePoissonTransformer(_LiePoissonBase):
                  symmetric: bool = False) -> None:
         super().__init__()
         self.dim: int = _check_dim(dim)
-        self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
+        self.seq_len: int = check_positive_int(seq_len, "seq_len")
+        self.pred_window: int = self.seq_len
         check_positive_int(L, "L")
         check_positive_int(n_layers, "n_layers", minimum=0)
         check_positive_int(width, "width")

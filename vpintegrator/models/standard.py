@@ -133,7 +133,8 @@ class StandardTransformerIntegrator(nn.Module):
     ) -> None:
         super().__init__()
         self.dim = check_positive_int(dim, "dim")
-        self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
+        self.seq_len: int = check_positive_int(seq_len, "seq_len")
+        self.pred_window: int = self.seq_len
         check_positive_int(L, "L")
         check_positive_int(n_blocks, "n_blocks", minimum=0)
         get_activation(activation)

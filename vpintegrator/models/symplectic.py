@@ -129,7 +129,8 @@ class LASympNet(_PositionWise):
         get_activation(activation)
         check_bool(init_upper_linear, "init_upper_linear")
         check_bool(init_upper_act, "init_upper_act")
-        self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
+        self.seq_len: int = check_positive_int(seq_len, "seq_len")
+        self.pred_window: int = self.seq_len
         self.config: dict[str, Any] = _record_config(self, self.model_name, locals())
         linear = (LinearLayerQ, LinearLayerP) if init_upper_linear else (LinearLayerP, LinearLayerQ)
         act = (ActivationLayerQ, ActivationLayerP) if init_upper_act else (ActivationLayerP, ActivationLayerQ)
@@ -191,7 +192,8 @@ class GSympNet(_PositionWise):
         check_positive_int(n_layers, "n_layers")
         get_activation(activation)
         check_bool(init_upper, "init_upper")
-        self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
+        self.seq_len: int = check_positive_int(seq_len, "seq_len")
+        self.pred_window: int = self.seq_len
         self.config: dict[str, Any] = _record_config(self, self.model_name, locals())
         kinds = (GradientLayerQ, GradientLayerP) if init_upper else (GradientLayerP, GradientLayerQ)
         self.layers = nn.Sequential(*(kinds[i % 2](dim, upscaling_dimension, activation) for i in range(n_layers)))
@@ -279,7 +281,8 @@ class SymplecticTransformer(nn.Module):
     ) -> None:
         super().__init__()
         self.dim = check_symplectic_dim(dim)
-        self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
+        self.seq_len: int = check_positive_int(seq_len, "seq_len")
+        self.pred_window: int = self.seq_len
         if transformer_dim is None:
             transformer_dim = dim
         if transformer_dim != dim:

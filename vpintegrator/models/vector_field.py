@@ -138,7 +138,8 @@ class VectorFieldModel(nn.Module):
         self.substeps: int = check_positive_int(substeps, "substeps")
         check_positive_int(width, "width")
         check_positive_int(depth, "depth")
-        self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
+        self.seq_len: int = check_positive_int(seq_len, "seq_len")
+        self.pred_window: int = self.seq_len
         if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not (np.isfinite(tol) and tol > 0):
             raise VPIntegratorError(f"tol: expected a positive number (the fixed-point tolerance), got {tol!r}")
         self.tol: float = float(tol)

@@ -101,7 +101,8 @@ class VolumePreservingFeedForward(_SymmetricPlanes, nn.Module):
         check_positive_int(n_linear, "n_linear")
         get_activation(activation)
         check_bool(init_upper, "init_upper")
-        self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
+        self.seq_len: int = check_positive_int(seq_len, "seq_len")
+        self.pred_window: int = self.seq_len
         check_bool(symmetric, "symmetric")
         self._check_seq = None  # position-wise: any window length
         self.config: dict[str, Any] = _record_config(self, self.model_name, locals())
@@ -211,7 +212,9 @@ class _PositionMixing(nn.Module):
             rows, cols = cols, rows
         self.register_buffer("_rows", rows, persistent=False)
         self.register_buffer("_cols", cols, persistent=False)
-        self.seq_len, self.dim, self.lower = seq_len, dim, lower
+        self.seq_len: int = seq_len
+        self.dim: int = dim
+        self.lower = lower
         self.weight = nn.Parameter(torch.zeros(len(rows), dim, dim))
 
     def matrix(self) -> torch.Tensor:
@@ -337,7 +340,8 @@ class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
     ) -> None:
         super().__init__()
         self.dim: int = check_positive_int(dim, "dim")
-        self.seq_len = self.pred_window = check_positive_int(seq_len, "seq_len")
+        self.seq_len: int = check_positive_int(seq_len, "seq_len")
+        self.pred_window: int = self.seq_len
         check_positive_int(L, "L")
         if check_bool(symmetric, "symmetric") and not check_bool(skew_sym, "skew_sym"):
             raise VPIntegratorError("symmetric: the palindrome needs each attention's explicit inverse, which only "

@@ -154,7 +154,9 @@ class SymplecticAutoencoder(nn.Module):
             dec.append(_PSDLike(big // 2, small // 2, up=True))
         self.encoder = nn.Sequential(*enc)
         self.decoder = nn.Sequential(*dec)
-        self.dim, self.seq_len, self.pred_window = int(full_dim), 1, 1  # what fit trains: (b, 1, 2N) -> (b, 1, 2N)
+        self.dim: int = int(full_dim)  # what fit trains: (b, 1, 2N) -> (b, 1, 2N)
+        self.seq_len: int = 1
+        self.pred_window: int = 1
         self.fit_seconds: float = 0.0
         self.fitted_on: dict[str, Any] = {}
         self.history: list[float] = []

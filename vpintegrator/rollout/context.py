@@ -76,7 +76,9 @@ class ContextStep(StepMap):
         self.model.to(self.device).eval()
         param = next(iter(model.parameters()), None)
         self.dtype = param.dtype if param is not None else torch.float32
-        self.dim, self.seq_len, self.pred_window = int(model.dim), int(model.context_len), 1
+        self.dim: int = int(model.dim)
+        self.seq_len: int = int(model.context_len)
+        self.pred_window: int = 1
         self.context, self.theta, self.dt = context, theta, dt
         self.noise, self.seed = float(noise), int(seed)
         self.name: str = str(getattr(model, "config", {}).get("name", type(model).__name__.lower()))

@@ -86,7 +86,9 @@ class DelaySindyStep(StepMap):
         for what, given in (("training trajectories", train), ("validation trajectories", val)):
             if not callable(given):
                 self._check(given, what, T, int(dim))
-        self.dim, self.seq_len, self.pred_window = int(dim), T, 1
+        self.dim: int = int(dim)
+        self.seq_len: int = T
+        self.pred_window: int = 1
         _grid(libraries, thresholds, optimizer, T * self.dim)  # every argument checked before any work
         self._grid_args = (libraries, thresholds, optimizer)
         self.component_names = tuple(str(n) for n in component_names)

@@ -46,8 +46,12 @@ class FamilyStep(StepMap):
             if hasattr(m, "compiled_max_batch"):  # stepped alike in any block of the selection (shards, workers)
                 m.compiled_max_batch = _ALWAYS
         first = self._maps[0]
-        self.kind, self.name, self.dim = first.kind, first.name, first.dim
-        self.seq_len, self.pred_window, self.overlap = first.seq_len, first.pred_window, first.overlap
+        self.kind: str = first.kind
+        self.name: str = first.name
+        self.dim: int = first.dim
+        self.seq_len: int = first.seq_len
+        self.pred_window: int = first.pred_window
+        self.overlap: bool = first.overlap
         self.dt = getattr(first, "dt", None)
         self._row_group = np.empty(len(family), dtype=np.int64)
         self._pos = np.empty(len(family), dtype=np.int64)

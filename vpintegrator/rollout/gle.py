@@ -94,7 +94,9 @@ class _ParticleRow(StepMap):
 
     def __init__(self, channels: tuple[int, int], dim: int) -> None:
         self.channels = (int(channels[0]), int(channels[1]))
-        self.dim, self.seq_len, self.pred_window = int(dim), 1, 1
+        self.dim: int = int(dim)
+        self.seq_len: int = 1
+        self.pred_window: int = 1
 
     #: the run's data file, whose trajectories must start with the bath at rest (checked once, at the first start)
     data: Any = None

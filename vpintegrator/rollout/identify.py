@@ -194,7 +194,8 @@ class IdentifiedStep(StepMap):
         get_integrator(integrator).supports(base)
         _check_context_len(base, int(context_len))  # checked before anything runs
         self.base, self.how, self.integrator, self.dt = base, how, integrator, float(dt)
-        self.dim, self.seq_len = base.dim, int(context_len)
+        self.dim: int = base.dim
+        self.seq_len: int = int(context_len)
         self.noise, self.seed = float(noise), int(seed)
         self.name: str = f"{how}+{integrator}"
         self._inner: StepMap | None = None

@@ -400,8 +400,11 @@ class WindowRegressionStep(StepMap):
             if given is not None and not callable(given):
                 check_trajectories(given, what, T, int(dim), label=self.row)
         self._train, self._val = train, val
-        self.dim, self.seq_len, self.pred_window = int(dim), T, 1
-        self.name, self.source = self.row, source
+        self.dim: int = int(dim)
+        self.seq_len: int = T
+        self.pred_window: int = 1
+        self.name: str = self.row
+        self.source = source
         self.fit: MemoryFit | None = None
         self.candidates: list[MemoryFit] = []
         self.fit_seconds = math.nan

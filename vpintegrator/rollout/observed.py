@@ -453,7 +453,9 @@ class WindowEstimatedStep(StepMap):
         if int(context_len) < 1:
             raise VPIntegratorError(f"context_len: {context_len} observed states; give context_len >= 1",
                                     key="context_len")
-        self.inner, self.seq_len, self.dim = inner, int(context_len), int(inner.dim)
+        self.inner = inner
+        self.seq_len: int = int(context_len)
+        self.dim: int = int(inner.dim)
         self.channels = tuple(int(c) for c in getattr(inner, "channels", range(self.dim)))
         self.name: str = label or f"estimate+{getattr(inner, 'name', 'row')}"
         self.residual = np.zeros(0)

@@ -60,8 +60,11 @@ class ParrotStep(StepMap):
                 raise VPIntegratorError("ParrotStep: give dim with a callable train")
             dim = int(np.asarray(train).shape[-1])
         self._train = train
-        self.dim, self.seq_len, self.pred_window = int(dim), int(context_len), 1
-        self.name, self.source = "parrot", source
+        self.dim: int = int(dim)
+        self.seq_len: int = int(context_len)
+        self.pred_window: int = 1
+        self.name: str = "parrot"
+        self.source = source
         self._tree: Any = None
         self._y: np.ndarray | None = None
 

@@ -480,14 +480,17 @@ class SindyStep(StepMap):
         for what, given in (("training", train), ("validation", val)):
             if not callable(given):  # arrays: checked here (a callable's when the row starts)
                 _finite_array(given, f"{what} trajectories", 3, int(dim))
-        self.dim, self.seq_len, self.pred_window = int(dim), 1, 1
+        self.dim: int = int(dim)
+        self.seq_len: int = 1
+        self.pred_window: int = 1
         _grid(libraries, thresholds, optimizer, self.dim)  # the boundary: every argument checked before any work
         self._grid_args = (libraries, thresholds, optimizer)
         self.component_names = tuple(str(n) for n in component_names)
         if self.component_names and len(self.component_names) != self.dim:
             raise VPIntegratorError(f"sindy+{integrator}: component_names has "
                                     f"{len(self.component_names)} names for {self.dim} components", key="component_names")
-        self.name, self.source = f"sindy+{integrator}", source
+        self.name: str = f"sindy+{integrator}"
+        self.source = source
         self.fit: SindyFit | None = None
         self.candidates: list[SindyFit] = []
         self._inner: StepMap | None = None

@@ -204,7 +204,9 @@ class ModelStep(StepMap):
         self.model.to(self.device).eval()
         param = next(iter(model.parameters()), None)
         self.dtype = param.dtype if param is not None else torch.float32
-        self.dim, self.seq_len, self.pred_window = int(model.dim), int(model.seq_len), int(model.pred_window)
+        self.dim: int = int(model.dim)
+        self.seq_len: int = int(model.seq_len)
+        self.pred_window: int = int(model.pred_window)
         self.overlap = bool(overlap)
         self.volume_dtype = torch.float64 if volume_dtype is None else volume_dtype
         self._volume_model = None

@@ -154,6 +154,34 @@ def _heldout_section(rows: dict, methods: list, models: list) -> list[str]:
                       body), ""]
 
 
+def summary_section(res: dict[str, Any]) -> list[str]:
+    """``## Summary`` (``vpintegrator.studies.summary_table``): on the held-out initial conditions, the most accurate
+    model (data only), the most accurate of the VPT family and the most accurate classical integrator (the true
+    equations on the full state: the full-order row), each with its median error at t = 100 and its CPU seconds to
+    t = 50 000, and the speed-up against that integrator; nothing before the held-out rollouts."""
+    from ..summary_table import summary_table
+
+    rows, meta = res["rows"], res["meta"]
+    held = [m for m in [*meta["models"], *meta["integrators"]] if m in rows and rows[m].get("heldout")]
+    if not held:
+        return []
+    metered = any("cpu_meter" in rows[m] for m in held)
+    key = "cpu_meter" if metered else "cpu_marginal"
+
+    def cost(m: str) -> float | None:
+        st = rows[m].get(key)
+        return st.get("mean") if isinstance(st, dict) else st
+
+    kinds = {"data only": set(meta["models"]), "VPT family": {m for m in meta["models"] if m.startswith("vpt")},
+             "full order": set(meta["integrators"])}
+    n_ic = int(next(iter(rows[held[0]].get("heldout_n", [0])), 0))
+    unit = f"CPU s to t = {PAPER_TIMING_T:g}, steps only" + ("" if metered else " (two processes' difference)")
+    return ["## Summary", "", *summary_table(
+        [(f"rigid body, {n_ic} held-out ICs", held)], list(kinds), lambda m: [k for k, ms in kinds.items() if m in ms],
+        lambda m: rows[m]["heldout"]["error"]["median"], cost, str, "at t = 100",
+        "median relative error over every seed and IC", unit)]
+
+
 def format_results(res: dict[str, Any]) -> str:
     """The results as Markdown: training table, rollout tables with the paper's numbers, targets."""
     rows, meta = res["rows"], res["meta"]
@@ -163,7 +191,7 @@ def format_results(res: dict[str, Any]) -> str:
     out = [f"# Rigid-body study: {meta['run']}", "",
            f"Seeds {', '.join(map(str, seeds))}; every value mean ± std over seeds (std with ddof = 1; n = seeds "
            "with that value). Reference of the relative errors: " + meta["reference"] + f". Paper: {PAPER_REF} "
-           "(italic rows: its numbers for the rigid body).", ""]
+           "(italic rows: its numbers for the rigid body).", "", *summary_section(res)]
 
     def table(title, keys, methods, paper_keys=None):
         out.extend([f"## {title}", ""])
