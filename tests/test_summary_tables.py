@@ -147,3 +147,21 @@ def test_the_context_summary_has_no_cost_columns_and_no_model_handed_the_true_pa
     assert _cells(lines[1]) == ["coupled_oscillator: interpolation, context_len 5, noise σ = 0.01",
                                 "shooting+gauss_legendre4", "0.37", "g_sympnet_ctx", "0.09",
                                 "oracle gauss_legendre4", "0.012"]
+
+
+def test_the_rigid_body_summary_sets_the_models_against_the_best_integrator_on_held_out_conditions():
+    from vpintegrator.studies.rigid_body_results.tables import summary_section
+
+    def row(err, cost):
+        return {"heldout": {"error": {"median": err}}, "heldout_n": [100],
+                "cpu_meter": {"mean": cost, "std": None, "n": 1, "values": [cost]}}
+
+    res = {"meta": {"models": ["vpff", "vpt", "st"], "integrators": ["rk4", "gauss_legendre4"]},
+           "rows": {"vpff": row(0.03, 1.0), "vpt": row(0.04, 0.5), "st": row(0.9, 2.0), "rk4": row(5e-5, 0.2),
+                    "gauss_legendre4": row(7e-6, 0.6)}}
+    lines = summary_section(res)
+    assert lines[:2] == ["## Summary", ""] and "cost: CPU s to t = 50000, steps only;" in lines[2]
+    rows = [_cells(line) for line in lines if line.startswith("| ")]
+    assert rows[1] == ["rigid body, 100 held-out ICs", "vpff", "0.03", "1", "0.6", "vpt", "0.04", "0.5", "1.2",
+                       "gauss_legendre4", "7.00e-06", "0.6"]
+    assert summary_section({**res, "rows": {m: {} for m in res["rows"]}}) == []  # no held-out rollouts yet
