@@ -165,3 +165,18 @@ def test_the_rigid_body_summary_sets_the_models_against_the_best_integrator_on_h
     assert rows[1] == ["rigid body, 100 held-out ICs", "vpff", "0.03", "1", "0.6", "vpt", "0.04", "0.5", "1.2",
                        "gauss_legendre4", "7.00e-06", "0.6"]
     assert summary_section({**res, "rows": {m: {} for m in res["rows"]}}) == []  # no held-out rollouts yet
+
+
+def test_the_coupled_oscillator_summary_reads_the_held_out_statistics():
+    from vpintegrator.studies.coupled_oscillator.tables import summary_section
+
+    def stat(method, kind, err):
+        return {"method": method, "kind": kind, "n_ics": 100, "error": {"median": err}}
+
+    stats = [stat("stormer_verlet", "integrator", 1.35), stat("stormer_verlet_y6", "integrator", 0.097),
+             stat("vpt", "model", 1.58), stat("g_sympnet", "model", 0.056), stat("st", "model", math.inf)]
+    rows = [_cells(line) for line in summary_section(stats, 4000.0) if line.startswith("| ")]
+    assert rows == [["case", "data only", "error", "VPT family", "error", "full order", "error"],
+                    ["coupled oscillator, 100 held-out ICs", "G-SympNet", "0.056",
+                     "VPT (volume-preserving transformer)", "1.58", "Yoshida 6 (Störmer–Verlet)", "0.097"]]
+    assert "at t = 4000 " in summary_section(stats, 4000.0)[2] and summary_section([], 4000.0) == []

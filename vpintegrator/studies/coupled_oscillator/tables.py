@@ -243,6 +243,25 @@ def write_results(run: Path, commands: list[str] | None = None) -> str:
     return write_results_files(run, format_results(doc, run), doc)
 
 
+def summary_section(stats: list[dict[str, Any]], t_end: Any) -> list[str]:
+    """``## Summary`` (``vpintegrator.studies.summary_table``): over the held-out initial conditions, the most
+    accurate model (data only), the most accurate of the VPT family and the most accurate classical integrator
+    (the full-order row), each with its median error at t_end (the rows carry no rollout cost: no cost column);
+    nothing without held-out statistics."""
+    from ..summary_table import summary_table
+
+    if not stats:
+        return []
+    kinds = {"data only": lambda r: r.get("kind") == "model", "full order": lambda r: r.get("kind") == "integrator",
+             "VPT family": lambda r: r.get("kind") == "model" and str(r["method"]).startswith("vpt")}
+    return ["## Summary", "", *summary_table(
+        [(f"coupled oscillator, {stats[0].get('n_ics', '?')} held-out ICs", stats)], list(kinds),
+        lambda r: [k for k, pick in kinds.items() if pick(r)], lambda r: r["error"]["median"], None,
+        lambda r: _NAMES.get(r["method"], r["method"]),
+        "at t_end" if t_end is None else f"at t = {float(t_end):g}",
+        "median relative error over every seed and IC")]
+
+
 def format_results(doc: dict[str, Any], run: Path | None = None) -> str:
     """The Markdown of a results document (``read_results``: ``settings``, ``tables``, ``heldout_statistics``);
     with ``run``, its run directory, also the sections drawn from its files alone (the attention records,
@@ -269,6 +288,7 @@ def format_results(doc: dict[str, Any], run: Path | None = None) -> str:
         "window map (models), cumulated (inf: a singular map, log|det J| = −inf somewhere). A blown-up rollout "
         "(|z| > 1000 |z0| or not finite) makes its drift and error inf; its slope is then meaningless.",
         "",
+        *summary_section(stats, t_end),
     ]
     for name in EVAL_SETS:
         if tables[name]:
