@@ -180,3 +180,18 @@ def test_the_coupled_oscillator_summary_reads_the_held_out_statistics():
                     ["coupled oscillator, 100 held-out ICs", "G-SympNet", "0.056",
                      "VPT (volume-preserving transformer)", "1.58", "Yoshida 6 (Störmer–Verlet)", "0.097"]]
     assert "at t = 4000 " in summary_section(stats, 4000.0)[2] and summary_section([], 4000.0) == []
+
+
+def test_the_structure_summary_takes_each_model_at_the_median_over_its_seeds():
+    from vpintegrator.studies.rigid_body_structure.results import summary_section
+
+    rows = [{"model": m, "seed": s, "median": e} for m, errs in
+            (("lpnet", (3e-6, 1e-9, 4e-6)), ("vpt", (0.02, 0.01, 0.03)), ("vpt_sym", (0.05, None, 0.04)))
+            for s, e in enumerate(errs)]  # lpnet's best seed (1e-9) is not its median (3e-6)
+    res = {"settings": {"n_heldout": 100}, "rows": rows,
+           "classical": {"gauss_legendre4": {"median": 7e-6}, "implicit_midpoint": {"median": 0.024},
+                         "vpt_shipped": {"median": 0.037}}}
+    table = [_cells(line) for line in summary_section(res) if line.startswith("| ")]
+    assert table == [["case", "data only", "error", "VPT family", "error", "full order", "error"],
+                     ["rigid body, 100 held-out ICs", "lpnet", "3.00e-06", "vpt", "0.02", "gauss_legendre4",
+                      "7.00e-06"]]

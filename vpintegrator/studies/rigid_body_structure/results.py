@@ -167,6 +167,30 @@ def read_results(path: str | Path) -> dict[str, Any]:
                              "vp-study rigid_body_structure", SCHEMA)
 
 
+def summary_section(res: dict[str, Any]) -> list[str]:
+    """``## Summary`` (``vpintegrator.studies.summary_table``): on the held-out initial conditions, the most accurate
+    learned map (data only; per model the median over seeds of its median error), the most accurate of the VPT family
+    and the most accurate classical method (the full-order row), each with its median error at t = 100 (no cost
+    column: the rows hold one rollout's wall seconds per step, no metered cost)."""
+    from ...quantiles import median
+    from ..summary_table import summary_table
+
+    def med(values: list[Any]) -> float | None:
+        vals = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+        return median(vals) if vals else None
+
+    entries = [{"name": m, "model": True, "error": med([r.get("median") for r in res["rows"] if r["model"] == m])}
+               for m in dict.fromkeys(r["model"] for r in res["rows"])]
+    entries += [{"name": label, "model": label == "vpt_shipped", "error": v.get("median")}
+                for label, v in res["classical"].items()]
+    kinds = {"data only": lambda e: e["model"], "VPT family": lambda e: e["model"] and e["name"].startswith("vpt"),
+             "full order": lambda e: not e["model"]}
+    return ["## Summary", "", *summary_table(
+        [(f"rigid body, {res['settings'].get('n_heldout', '?')} held-out ICs", entries)], list(kinds),
+        lambda e: [k for k, pick in kinds.items() if pick(e)], lambda e: e["error"], None, lambda e: e["name"],
+        f"at t = {T_EVAL:g}", "median relative error; a model's: the median over its seeds")]
+
+
 def format_results(res: dict[str, Any]) -> str:
     s = res["settings"]
     f = lambda v: fmt_num(v, 3, small=1e-2, missing="–")  # noqa: E731
@@ -210,6 +234,7 @@ def format_results(res: dict[str, Any]) -> str:
         f"Targets per seed: median error ≤ {MEDIAN_TARGET} and 90th percentile ≤ {P90_TARGET} ('error'), Casimir "
         f"drift ≤ {CASIMIR_TARGET:g} to t = {t_long:g} ('casimir'), growth ≤ {ENERGY_GROWTH_TARGET:g} or the energy "
         f"drift below {ROUNDOFF:g} throughout ('energy').", "",
+        *summary_section(res),
         *md_table(head, body), "",
     ]
     for model, pm in res["per_model"].items():
