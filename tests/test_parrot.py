@@ -75,7 +75,24 @@ def test_parrot_row_on_a_family_file(family, tmp_path):
     assert err.shape == (4, 51) and np.isfinite(err).all()
     meta = result.methods["parrot"].meta
     assert meta["kind"] == "fitted" and meta["context_len"] == 3 and meta["parrot_context_traj"] == 24
-    assert np.isinf(result.table[0]["max_abs_cum_log_det_J"])  # the copy map keeps no volume
+    # a delay map that claims no volume preservation: no volume column, and the reason (issue 88)
+    assert np.isnan(result.table[0]["max_abs_cum_log_det_J"]) and result.metrics["parrot"].log_det_J is not None
+    assert "claims no volume preservation" in meta["volume_note"]
+
+
+def test_only_a_delay_map_that_claims_no_volume_loses_the_volume_column():
+    from types import SimpleNamespace as NS
+
+    from vpintegrator.rollout.write import delay_map_note
+
+    def step(seq_len, advance, preserves=None):
+        return NS(seq_len=seq_len, advance=advance, **({} if preserves is None else {"model": NS(preserves=preserves)}))
+
+    assert "delay map (3 states in, 1 new per step)" in delay_map_note("arx", step(3, 1))  # fitted: claims nothing
+    assert delay_map_note("mlp", step(4, 1, ())) is not None
+    assert delay_map_note("vpt", step(3, 1, ("volume",))) is None  # an overlapping VPT claims it: measured
+    assert delay_map_note("st", step(3, 3, ())) is None  # a window map (3 in, 3 out): its volume is one
+    assert delay_map_note("rk4", step(1, 1)) is None
 
 
 def test_parrot_reproduces_a_training_trajectory_of_the_file(family, tmp_path):

@@ -110,6 +110,9 @@ def write_method(writer: Any, plan: RolloutPlan, say: Say, label: str, step_map:
     init = ("reference" if T > 1 else "initial condition") if (T == 1 or plan.init == "reference") else plan.init
     stream = TrajectoryMetricsStream(system, n_traj, t_center=0.5 * (t[0] + t[-1]))
     vol = None
+    no_volume = delay_map_note(label, step_map) if plan.volume else None
+    if no_volume:
+        say(no_volume)
     if plan.volume:
         vol = VolumeStream(step_map.log_abs_det_jacobian, n_traj, T, step_map.advance, n_steps,
                            by_rows=isinstance(step_map, FamilyStep) or bool(getattr(step_map, "by_rows", False)))
@@ -163,7 +166,7 @@ def write_method(writer: Any, plan: RolloutPlan, say: Say, label: str, step_map:
         res = _failed_from(series, written[0], n_traj, int(system.dim), n_steps, host_sink, plan.chunk_steps)
     lines.close()
     per_traj = stream.summary()
-    cum = None if vol is None else vol.max_abs_cum
+    cum = None if vol is None or no_volume else vol.max_abs_cum  # a delay map's volume: in the file, not the table
     if plan.blocks.per_traj:  # a shard: the values its merged table is made of
         from ..data.rollout_shards import write_per_traj
 
@@ -184,9 +187,25 @@ def write_method(writer: Any, plan: RolloutPlan, say: Say, label: str, step_map:
         "n_failed": res.n_failed,
         "split": list(plan.labels[label]),
         **({"failure_reason": reason} if isinstance(reason, str) and reason else {}),
+        **({"volume_note": no_volume} if no_volume else {}),
         **{f"summary_{k}": v for k, v in row.items() if k != "method"},
     })
     return rows, failure
+
+
+def delay_map_note(label: str, step_map: StepMap) -> str | None:
+    """Why row ``label`` has no volume column, or None: a delay map (a window of ``seq_len`` states shifted by fewer
+    new ones per call: arx, narx, delay_dmd, delay_sindy, parrot, a window network) that claims no volume
+    preservation (its model's ``preserves`` lacks ``"volume"``; a fitted row claims none). The determinant of such a
+    map on its delay vectors is no volume of the state space, so its table cell is left empty (NaN) with this reason
+    (the log line and the row's ``volume_note``); the per-map values stay in the file (``vp-plot --kind volume``)."""
+    if int(step_map.seq_len) <= int(step_map.advance):
+        return None
+    if "volume" in tuple(getattr(getattr(step_map, "model", None), "preserves", ()) or ()):
+        return None
+    return (f"{label}: no volume column: a delay map ({step_map.seq_len} states in, {step_map.advance} new per step) "
+            "that claims no volume preservation; the determinant of its map on delay vectors is no volume of the state "
+            "space")
 
 
 #: the steps of a row's warm-up (``warm_up``), in calls of its map beyond its first window
