@@ -112,7 +112,8 @@ def test_balanced_floors_are_drawn_beside_the_plain_ones():
             _entry("balanced PSD-Galerkin, 2n = 8, stormer_verlet h = 1", "psd_galerkin_balanced", 0.41, 3e-6,
                    offline=1.0)]
     text = rd.tables(rd.summarize_rows(rows))
-    labels = [line.split(" | ")[0][2:] for line in text.splitlines() if line.startswith("| ") and "|---" not in line]
+    case = text.split("## Summary", 1)[1].split("\n## ", 1)[1]  # the lattice's own table, after the summary
+    labels = [line.split(" | ")[0][2:] for line in case.splitlines() if line.startswith("| ") and "|---" not in line]
     assert labels[1:] == ["verlet", "PSD floor, 2n = 8", "PSD floor, 2n = 4", "balanced PSD floor, 2n = 8",
                           "balanced PSD floor, 2n = 4", "PSD-Galerkin, 2n = 8, stormer_verlet h = 1",
                           "balanced PSD-Galerkin, 2n = 8, stormer_verlet h = 1"]
