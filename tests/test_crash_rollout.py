@@ -50,7 +50,7 @@ def test_kill_9_leaves_earlier_output_and_next_run_removes_the_orphan(tmp_path):
     assert res.returncode == 0, res.stderr
     assert f"left by process {pid} (vp-rollout), which no longer runs" in res.stderr
     assert orphans(out) == []
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.h5", "roll.csv", "roll.h5", "roll.md"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.h5", "roll.csv", "roll.h5", "roll.md", "roll.tex"]
     from vpintegrator.rollout import read_rollout
 
     assert read_rollout(out).meta["n_steps"] == 10
@@ -114,4 +114,4 @@ def test_kill_9_with_workers_kills_the_workers_and_the_next_run_removes_their_fo
     assert len(parts) == 1 and f"-{proc.pid}-" in parts[0].name
     res = subprocess.run([*cmd, "--t-end", "2"], env=env, capture_output=True, text=True, timeout=180)
     assert res.returncode == 0, res.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.h5", "roll.csv", "roll.h5", "roll.md"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.h5", "roll.csv", "roll.h5", "roll.md", "roll.tex"]
