@@ -159,5 +159,5 @@ def test_kill_9_of_vp_rollout_with_workers_at_random_moments(tmp_path):
         _kill_at(cmd(out), moment)
         res = subprocess.run(cmd(out, "--overwrite"), env=_ENV, capture_output=True, text=True, timeout=300)
         assert res.returncode == 0, (moment, res.stderr)
-        _clean(work, ["r.csv", "r.h5", "r.md"])
+        _clean(work, ["r.csv", "r.h5", "r.md", "r.tex"])
         assert _content(out) == want, moment

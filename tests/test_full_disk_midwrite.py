@@ -98,7 +98,7 @@ def test_vp_rollout_stops_cleanly_when_the_disk_fills(data, tmp_path, workers, l
     out = tmp_path / "r.h5"
     subprocess.run(_rollout(data, out, 2.0, workers), check=True, env=_ENV, capture_output=True, timeout=300)
     earlier = {p.name: _sha(p) for p in tmp_path.iterdir()}
-    assert sorted(earlier) == ["r.csv", "r.h5", "r.md"]
+    assert sorted(earlier) == ["r.csv", "r.h5", "r.md", "r.tex"]
     res = _run_limited([*_rollout(data, out, 400.0, workers), "--overwrite"], limit)
     _one_line_about(res, out)  # also with workers: the output is named, not a worker's part file
     assert {p.name: _sha(p) for p in tmp_path.iterdir()} == earlier  # no parts folder, no temporary file
