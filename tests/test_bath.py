@@ -439,10 +439,8 @@ def test_the_work_precision_script_runs_at_a_tiny_size(tmp_path, repo_script):
 
 def test_a_file_whose_bath_is_not_at_rest_is_refused_by_the_rows(tmp_path):
     """The rows lift the bath at rest from the particle: on a file made by another sampler (here 'box') they would
-    integrate another motion, so each is refused in one line (a row's failure: marked, its reason said, the run goes
-    on)."""
-    from vpintegrator.data import read_rollout
-
+    integrate another motion, so each is refused in one line (a row's failure: marked, its reason said); when every
+    row asked for is refused, the command says so in one line, exits 1 and writes nothing (issue 88)."""
     from vpintegrator.cli.gen import main as gen
     from vpintegrator.cli.rollout import main
 
@@ -457,5 +455,5 @@ def test_a_file_whose_bath_is_not_at_rest_is_refused_by_the_rows(tmp_path):
     assert "Traceback" not in res.output, res.output
     said = [line for line in res.output.splitlines() if "does not start with the bath at rest" in line]
     assert {row for row in rows if any(row in line for line in said)} == set(rows), res.output
-    ro = read_rollout(tmp_path / "ro.h5")
-    assert all(np.isnan(ro.methods[row].y[:, 1:]).all() for row in rows)
+    assert res.exit_code == 1 and "no row could be made, so nothing was written" in res.output, res.output
+    assert not (tmp_path / "ro.h5").exists()

@@ -75,7 +75,7 @@ def _package_locator() -> type | None:
             def __init__(self, py_func: Any, py_file: str) -> None:
                 super().__init__(py_func, py_file)
                 inner = Path(py_file).resolve().parent.relative_to(root)
-                self._cache_path = str(Path(config.CACHE_DIR, "vpintegrator", inner))
+                self._cache_path = str(Path(getattr(config, "CACHE_DIR"), "vpintegrator", inner))  # numba sets it at import
 
             @classmethod
             def from_function(cls, py_func: Any, py_file: str) -> Any:

@@ -108,12 +108,11 @@ class _Pool(ProcessPoolExecutor):
             with contextlib.suppress(OSError):
                 os.kill(pid, STOP_NOTICE)
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
         if interrupted:
             self.stop()
         self.shutdown(wait=True, cancel_futures=exc_type is not None)
-        return False
 
 
 def worker_pool(workers: int, *, start: str | None = None, threads: int | None = None,

@@ -406,11 +406,14 @@ def check_fit_finite(split: FitSplit) -> None:
     (``read_trajectories``), before any row runs, never a table row of ``inf``."""
     from ..data import read_metadata, read_trajectories
 
+    data = split.data
+    if data is None:  # nothing fitted on a file
+        return
     idx = np.union1d(split.train, split.val).astype(np.int64)
-    meta = read_metadata(split.data)
+    meta = read_metadata(data)
     per = max(1, (1 << 27) // max(1, int(meta.get("n_states", 1)) * int(meta.get("dim", 1)) * 8))
     for a in range(0, idx.size, per):
-        read_trajectories(split.data, traj=idx[a : a + per])
+        read_trajectories(data, traj=idx[a : a + per])
 
 
 def fit_split(model_splits, n_traj: int) -> FitSplit:

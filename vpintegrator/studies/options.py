@@ -257,9 +257,10 @@ def parse_command(study: Study, argv: Sequence[str] | None = None,
     if getattr(options, "results", None) is not None and not (getattr(options, "table_only", False)
                                                               or getattr(options, "figures_only", False)):
         raise StudyError("--results is read by --table-only only; add --table-only to draw the tables from it")
-    if getattr(options, "max_steps", None) is not None and getattr(options, "budget", "plateau") != "plateau":
-        raise StudyError(f"--max-steps counts optimiser steps under --budget plateau only; --budget {options.budget} "
-                         f"stops each training by its {options.budget} seconds: add --budget plateau, or drop --max-steps")
+    budget = getattr(options, "budget", "plateau")
+    if getattr(options, "max_steps", None) is not None and budget != "plateau":
+        raise StudyError(f"--max-steps counts optimiser steps under --budget plateau only; --budget {budget} "
+                         f"stops each training by its {budget} seconds: add --budget plateau, or drop --max-steps")
     members = getattr(options, "seeds_as_members", None)
     if members is not None:
         check_device(members)

@@ -54,7 +54,7 @@ def summary_table(cases: Iterable[tuple[str, Sequence[Any]]], kinds: Sequence[st
             row += ["—" if e is None else name(e), fmt_num(None if e is None else error(e))] + \
                 ([fmt_num(c)] if priced else [])
             if speed and k != FULL_ORDER:
-                row.append(fmt_num(full / c if _finite(full) and _finite(c) and c else None))
+                row.append(fmt_num(full / c if full is not None and c and _finite(full) and _finite(c) else None))
         body.append(row)
     what = measure + (f"; cost: {cost_unit}" if priced else "") + \
         ("; speed-up: the full-order row's cost over the row's" if speed else "")

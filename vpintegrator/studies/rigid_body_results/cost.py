@@ -45,7 +45,8 @@ def meter_rows(data: str | Path, models: dict[str, str], integrators: list[str],
     from ...rollout.plan import build_plan
 
     with tempfile.TemporaryDirectory() as nowhere:  # the plan checks an output it never writes
-        cfg = RolloutConfig(data=str(data), out=str(Path(nowhere) / "cost.h5"), models=dict(models),
+        labelled: Any = dict(models)  # label -> run: the models check takes a dict as vp-rollout's label=RUN
+        cfg = RolloutConfig(data=str(data), out=str(Path(nowhere) / "cost.h5"), models=labelled,
                             integrators=list(integrators), traj=[0], init=init, t_end=float(t_end), volume=False,
                             device="cpu", workers=1)
         plan, states = build_plan(cfg)
