@@ -67,8 +67,8 @@ def test_starts_at_psd_and_fitting_beats_it_on_held_out_states(toda_data):
     _, train, test = toda_data
     basis = fit_psd(train, 4)
     start = fit_symplectic_autoencoder(train, 4, max_steps=1)
-    # one epoch (fit's max_steps ends the epoch it is reached in: 13 Adam steps of lr 1e-3) from the PSD start:
-    # still PSD's reconstruction to a few per cent
+    # one Adam step of lr 1e-3 (fit's max_steps stops at exactly that many steps) from the PSD start: still PSD's
+    # reconstruction to a few per cent
     np.testing.assert_allclose(start.reconstruction_error(test.y[:, -1]), psd_floor(basis, test.y[:, -1]),
                                rtol=0.1)
     model = fit_symplectic_autoencoder(train, 4, max_steps=300, seed=3)
@@ -78,7 +78,7 @@ def test_starts_at_psd_and_fitting_beats_it_on_held_out_states(toda_data):
     ae = np.median(model.reconstruction_error(test.y))
     psd = np.median(psd_floor(basis, test.y))
     assert ae < 0.8 * psd, (ae, psd)
-    assert model.fit_seconds > 0 and model.fitted_on["steps"] == 312  # 24 epochs of 13 batches: 300 reached in the 24th
+    assert model.fit_seconds > 0 and model.fitted_on["steps"] == 300  # exactly max_steps (the 24th epoch of 13 batches ends short)
     assert model.history[model.fitted_on["best_epoch"]] == min(model.history)
 
 

@@ -76,6 +76,9 @@ KIND_NAMES = {
 RUN_FILES = frozenset({"config.toml", "log.csv", "summary.json", "last.pt", "best.pt", "complete.json", "ensemble.csv",
                        "ensemble.md", "selected.json", "ensemble_last.pt"})
 RUN_DIRS = frozenset({"figures", "best"})
+#: the first line of every LaTeX table file the package writes (``vpintegrator.data.latex``): a ``.tex`` that starts
+#: with it is a table the package may replace, any other ``.tex`` a source
+LATEX_HEAD = "% vpintegrator table (LaTeX, booktabs: \\usepackage{booktabs})"
 _SOURCE_SUFFIXES = frozenset({".py", ".pyx", ".c", ".h", ".cpp", ".cu", ".jl", ".m", ".r", ".sh", ".toml", ".json",
                               ".yaml", ".yml", ".cfg", ".ini", ".txt", ".ipynb", ".tex", ".rst"})
 _FIGURE_SUFFIXES = frozenset({".pdf", ".png", ".svg", ".eps", ".ps", ".jpg", ".jpeg"})
@@ -164,10 +167,8 @@ def identify(path: str | os.PathLike[str]) -> str | None:
 
     if head.startswith(b"\x89HDF\r\n\x1a\n") or (len(head) >= 8 and h5py.is_hdf5(p)):
         return _hdf5_kind(p)
-    if suffix == ".tex":  # a LaTeX table the package wrote (``vpintegrator.data.latex.HEAD`` first) or a source
-        from .data.latex import HEAD
-
-        return "table" if head.startswith(HEAD.encode()) else "source"
+    if suffix == ".tex":  # a LaTeX table the package wrote (``LATEX_HEAD`` first) or a source
+        return "table" if head.startswith(LATEX_HEAD.encode()) else "source"
     if suffix in _SOURCE_SUFFIXES:
         return "source"
     return "file"

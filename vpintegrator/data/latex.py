@@ -10,10 +10,12 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Sequence
 
+from .._outputs import LATEX_HEAD
+
 __all__ = ["HEAD", "escape", "tabular", "markdown_tables"]
 
-#: the first line of every LaTeX table file the package writes
-HEAD = "% vpintegrator table (LaTeX, booktabs: \\usepackage{booktabs})"
+#: the first line of every LaTeX table file the package writes (``vpintegrator._outputs`` tells its own by it)
+HEAD = LATEX_HEAD
 #: the characters escaped in a cell, and how
 _ESCAPES = {"\\": r"\textbackslash{}", "_": r"\_", "%": r"\%", "&": r"\&", "#": r"\#", "$": r"\$", "{": r"\{",
             "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}

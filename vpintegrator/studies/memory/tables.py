@@ -99,13 +99,13 @@ def _estimate(e: dict[str, Any]) -> bool:
     return str(e["approach"]).startswith("estimate+")
 
 
-def _name(e: dict[str, Any]) -> str:
+def row_name(e: dict[str, Any]) -> str:
     """A row's name: its approach, with its window where it has one (data-only and estimation rows)."""
     return e["approach"] + ("" if e["kind"] not in DATA_ONLY and not _estimate(e) else f" at T = {e['T']}")
 
 
 def _said(e: dict[str, Any] | None, t: float) -> str:
-    return "none" if e is None else f"{_name(e)} ({fmt_num(e[f't{t:g}']['median'])})"
+    return "none" if e is None else f"{row_name(e)} ({fmt_num(e[f't{t:g}']['median'])})"
 
 
 def verdict(summary: list[dict[str, Any]]) -> list[str]:
@@ -208,7 +208,7 @@ def summary_table(summary: list[dict[str, Any]]) -> list[str]:
               [e for e in summary if e["system"] == system and e["noise"] == noise])
              for system, noise in dict.fromkeys((e["system"], e["noise"]) for e in summary)]
     return draw(cases, list(GROUPS), lambda e: [k for k, pick in GROUPS.items() if pick(e)],
-                lambda e: e[f"t{t:g}"]["median"], lambda e: e["cost"], _name, f"at t = {t:g}",
+                lambda e: e[f"t{t:g}"]["median"], lambda e: e["cost"], row_name, f"at t = {t:g}",
                 "median error over seeds", "batch-1 CPU s per unit time")
 
 
