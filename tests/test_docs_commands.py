@@ -475,6 +475,9 @@ def tiny(argv: tuple[str, ...]) -> list[str]:
     elif program == "vp-study" and not _redraws(argv) and not {"--list", "--estimate", "--table-only",
                                                                 "--figures-only", "--export"} & set(args):
         plan = TINY_STUDY[args[1]]
+        budget = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--budget"), "plateau")
+        if budget != "plateau":  # a step budget counts under --budget plateau only (refused beside cpu / wall)
+            plan = {k: v for k, v in plan.items() if k != "max_steps"}
         given = {a.split("=")[0] for a in args if "=" in a} | {a[2:].replace("-", "_") for a in args if a[:2] == "--"}
         forced = TINY_STUDY_SIZES - TINY_STUDY_KEEP.get(args[1], set())
         args = _drop(args, forced)
