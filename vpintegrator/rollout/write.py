@@ -28,7 +28,7 @@ from .splits import split_rows
 from .observed import ObservedSystem, observation_attrs, observed_reference
 from .steps import ExactFlowStep, ModelStep
 
-__all__ = ["root_attrs", "write_reference", "write_method", "first_failure", "shown", "one_line"]
+__all__ = ["root_attrs", "write_reference", "write_method", "first_failure", "shown", "one_line", "dry_rollout"]
 
 Say = Callable[[str], None]
 
@@ -228,13 +228,19 @@ def warm_up(step_map: StepMap, window0: np.ndarray, dt: float, n_steps: int, t0:
     return thread_cpu() - tic
 
 
+def dry_rollout(step_map: StepMap, window0: np.ndarray, dt: float, n_steps: int, t0: float, blowup: float,
+                chunk_steps: int) -> RolloutStats:
+    """A rollout of the row whose states go nowhere (a warm-up, a repeat of the timed run, a cost meter's call):
+    its stats; the step map's error propagates."""
+    return stream_rollout(step_map, window0, dt, n_steps, lambda k0, block: None, t0=t0, chunk_steps=chunk_steps,
+                          blowup=blowup)
+
+
 def _dry_run(step_map: StepMap, window0: np.ndarray, dt: float, n_steps: int, t0: float, blowup: float,
              chunk_steps: int) -> RolloutStats | None:
-    """A rollout of the row whose states go nowhere (a warm-up, a repeat of the timed run): its stats, or None
-    when the map raised."""
+    """``dry_rollout``, or None when the map raised."""
     try:
-        return stream_rollout(step_map, window0, dt, n_steps, lambda k0, block: None, t0=t0,
-                              chunk_steps=chunk_steps, blowup=blowup)
+        return dry_rollout(step_map, window0, dt, n_steps, t0, blowup, chunk_steps)
     except Exception:  # noqa: BLE001
         return None
 

@@ -18,7 +18,7 @@ FULL_ORDER = "full order"
 
 
 def _finite(x: Any) -> bool:
-    return x is not None and not (isinstance(x, float) and math.isnan(x)) and math.isfinite(float(x))
+    return x is not None and math.isfinite(float(x))
 
 
 def summary_table(cases: Iterable[tuple[str, Sequence[Any]]], kinds: Sequence[str],

@@ -40,9 +40,9 @@ def meter_rows(data: str | Path, models: dict[str, str], integrators: list[str],
 
     from ...clock import meter_surviving
     from ...rollout import RolloutConfig
-    from ...rollout.engine import stream_rollout
     from ...rollout.family import family_initial_window
     from ...rollout.plan import build_plan
+    from ...rollout.write import dry_rollout
 
     with tempfile.TemporaryDirectory() as nowhere:  # the plan checks an output it never writes
         labelled: Any = dict(models)  # label -> run: the models check takes a dict as vp-rollout's label=RUN
@@ -54,12 +54,10 @@ def meter_rows(data: str | Path, models: dict[str, str], integrators: list[str],
     runners: dict[str, str] = {}
 
     def call(label: str, step_map: Any):
-        T = step_map.seq_len
-        window0 = family_initial_window(plan.system, y0, plan.dt, T, method=plan.init) if T > 1 else y0[:, None]
+        window0 = family_initial_window(plan.system, y0, plan.dt, step_map.seq_len, method=plan.init)
 
         def once() -> float:  # the states of the row, to nowhere; its price: the engine's seconds of the steps
-            res = stream_rollout(step_map, window0, plan.dt, plan.n_steps, lambda k0, block: None, t0=plan.t0,
-                                 chunk_steps=plan.chunk_steps, blowup=plan.blowup)
+            res = dry_rollout(step_map, window0, plan.dt, plan.n_steps, plan.t0, plan.blowup, plan.chunk_steps)
             runners[label] = str(step_map.describe().get("runner", step_map.kind))
             return float(res.seconds)
         return once
