@@ -255,7 +255,9 @@ def test_the_cost_step_meters_every_row_of_the_timing_in_one_process(tmp_path):
     assert (out["n_steps"], out["t_end"], out["batch"]) == (100, 20.0, 1)
     for row in out["rows"].values():
         assert row["repeats"] == 2 and row["clock"] == "thread_cpu" and row["runner"] != "?"
-        assert 0 < row["seconds"] <= row["first_seconds"] + row["setup_seconds"] + 1e-12
+        # the meter's bookkeeping, not a timing: the first call's surplus over the warm minimum is set-up (a warm
+        # round can take longer than the first call on a loaded machine; then set-up is 0)
+        assert row["seconds"] > 0 and row["first_seconds"] > 0 and row["setup_seconds"] >= 0
         assert row["setup_seconds"] == pytest.approx(max(row["first_seconds"] - row["seconds"], 0.0))
 
 
