@@ -136,20 +136,27 @@ def test_blow_up_same_error():
 
 
 # --- fallbacks -----------------------------------------------------------------------------------------------
-def test_user_system_and_subclass_fall_back():
+def test_a_user_system_written_as_numpy_methods_falls_back(caplog):
+    """A system that overrides vector_field (not its field written once) runs in NumPy, and says so once; a subclass
+    of a shipped system compiles its own field (tests/test_user_compiled.py), not the shipped kernel."""
     sys.path.insert(0, str(Path(__file__).parent))
     try:
-        from user_systems import HarmonicOscillator
+        from user_systems import NumpyOscillator
     finally:
         sys.path.pop(0)
 
-    assert compiled_stepper(HarmonicOscillator(), "rk4", 0.1) is None
+    with caplog.at_level("WARNING", logger="vpintegrator"):
+        assert compiled_stepper(NumpyOscillator(), "rk4", 0.1) is None
+        assert compiled_stepper(NumpyOscillator(), "implicit_midpoint", 0.1) is None
+    said = [r.getMessage() for r in caplog.records if "numpy_oscillator" in r.getMessage()]
+    assert len(said) <= 1 and all("overrides vector_field" in m for m in said)
 
     @dataclasses.dataclass(frozen=True)
-    class Faster(RigidBody):  # may change the equations: not compiled
+    class Faster(RigidBody):  # may change the equations: its own field, compiled as a user's
         pass
 
-    assert compiled_stepper(Faster(), "implicit_midpoint", 0.1) is None
+    stepper = compiled_stepper(Faster(), "implicit_midpoint", 0.1)
+    assert stepper is not None and not isinstance(stepper.kid, int)
 
 
 def test_without_numba_everything_falls_back(monkeypatch):
@@ -190,7 +197,8 @@ def test_the_kernel_table_is_read_from_the_self_registered_classes():
     class Heavier(RigidBody):  # inherits kernel_id 0, but its field may differ: NumPy only
         pass
 
-    assert Heavier.kernel_id == 0 and compiled_systems.system_kernel(Heavier()) is None
+    kid, _ = compiled_systems.system_kernel(Heavier())  # its own field compiled as a user's, never kernel 0
+    assert Heavier.kernel_id == 0 and not isinstance(kid, int) and compiled_systems.COMPILED[type(kid)].system is Heavier
     kid, p = compiled_systems.system_kernel(RigidBody())
     assert kid == 0 and p.dtype == np.float64
 

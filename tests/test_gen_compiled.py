@@ -103,7 +103,12 @@ def test_compiled_unavailable_is_an_error_and_auto_falls_back(monkeypatch):
     class Sub(type(get_system("rigid_body"))):
         pass
 
-    assert dop853.kernel_for(Sub()) is None  # a subclass may change the vector field
+    class Numpy(type(get_system("rigid_body"))):  # its vector field in NumPy: never the compiled field
+        def vector_field(self, y):
+            return super().vector_field(y)
+
+    assert not isinstance(dop853.kernel_for(Sub())[0], int)  # a subclass: its own field compiled, not kernel 0
+    assert dop853.kernel_for(Numpy()) is None
     monkeypatch.setattr(dop853, "NUMBA", False)
     system = get_system("rigid_body")
     with pytest.raises(VPIntegratorError, match="numba is not installed"):

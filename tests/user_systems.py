@@ -13,7 +13,8 @@ from vpintegrator.systems import System
 
 @dataclass(frozen=True)
 class HarmonicOscillator(System):
-    """q' = p, p' = -omega^2 q: Hamiltonian, so volume preserving; energy (p^2 + omega^2 q^2) / 2."""
+    """q' = p, p' = -omega^2 q: Hamiltonian, so volume preserving; energy (p^2 + omega^2 q^2) / 2. Its field is
+    written once (``field``/``field_jacobian``), so it compiles (docs/own_system.md, as the page shows it)."""
 
     omega: float = 1.0
 
@@ -21,6 +22,32 @@ class HarmonicOscillator(System):
     dim: ClassVar[int] = 2
     invariant_names: ClassVar[tuple[str, ...]] = ("energy",)
     shear_splittable: ClassVar[bool] = True  # f_q depends on p only, f_p on q only
+    default_dt: ClassVar[float] = 0.1
+
+    def field_params(self) -> np.ndarray:
+        return np.array([self.omega])
+
+    @staticmethod
+    def field(p, x):
+        return (x[1], -p[0] ** 2 * x[0])
+
+    @staticmethod
+    def field_jacobian(p, x):
+        return ((0.0, 1.0), (-p[0] ** 2, 0.0))
+
+    def _invariant_energy(self, y: np.ndarray) -> np.ndarray:
+        return 0.5 * (y[..., 1] ** 2 + self.omega**2 * y[..., 0] ** 2)
+
+
+@dataclass(frozen=True)
+class NumpyOscillator(System):
+    """The same oscillator written as NumPy methods (``vector_field``/``jacobian`` overridden): runs, in NumPy only."""
+
+    omega: float = 1.0
+
+    name: ClassVar[str] = "numpy_oscillator"
+    dim: ClassVar[int] = 2
+    invariant_names: ClassVar[tuple[str, ...]] = ("energy",)
     default_dt: ClassVar[float] = 0.1
 
     def vector_field(self, y: np.ndarray) -> np.ndarray:
@@ -36,3 +63,53 @@ class HarmonicOscillator(System):
 
     def _invariant_energy(self, y: np.ndarray) -> np.ndarray:
         return 0.5 * (y[..., 1] ** 2 + self.omega**2 * y[..., 0] ** 2)
+
+
+@dataclass(frozen=True)
+class HenonHeiles(System):
+    """H = (v1^2 + v2^2) / 2 + (q1^2 + q2^2) / 2 + lam (q1^2 q2 - q2^3 / 3), state (q1, q2, v1, v2): a separable
+    Hamiltonian given by its split (Stormer-Verlet compiles)."""
+
+    lam: float = 1.0
+
+    name: ClassVar[str] = "henon_heiles"
+    dim: ClassVar[int] = 4
+    separable: ClassVar[bool] = True
+    invariant_names: ClassVar[tuple[str, ...]] = ("energy",)
+    default_y0: ClassVar[tuple[float, ...]] = (0.1, -0.2, 0.3, 0.1)
+
+    def field_params(self) -> np.ndarray:
+        return np.array([self.lam])
+
+    @staticmethod
+    def field(p, x):
+        return (x[2], x[3], -x[0] - 2.0 * p[0] * x[0] * x[1], -x[1] - p[0] * (x[0] * x[0] - x[1] * x[1]))
+
+    @staticmethod
+    def field_jacobian(p, x):
+        return ((0.0, 0.0, 1.0, 0.0), (0.0, 0.0, 0.0, 1.0), (-1.0 - 2.0 * p[0] * x[1], -2.0 * p[0] * x[0], 0.0, 0.0),
+                (-2.0 * p[0] * x[0], -1.0 + 2.0 * p[0] * x[1], 0.0, 0.0))
+
+    @staticmethod
+    def field_potential_gradient(p, q):
+        return (q[0] + 2.0 * p[0] * q[0] * q[1], q[1] + p[0] * (q[0] * q[0] - q[1] * q[1]))
+
+    @staticmethod
+    def field_kinetic_gradient(p, v):
+        return (v[0], v[1])
+
+    def _invariant_energy(self, y: np.ndarray) -> np.ndarray:
+        q1, q2, v1, v2 = (y[..., i] for i in range(4))
+        return 0.5 * (v1**2 + v2**2 + q1**2 + q2**2) + self.lam * (q1**2 * q2 - q2**3 / 3.0)
+
+
+@dataclass(frozen=True)
+class NotCompilable(System):
+    """A field numba cannot type (a generator expression): runs in NumPy, with one warning naming the line."""
+
+    name: ClassVar[str] = "not_compilable"
+    dim: ClassVar[int] = 2
+
+    @staticmethod
+    def field(p, x):
+        return tuple(v for v in (x[1], -x[0]))

@@ -2,7 +2,7 @@
 
 Everything here is optional: ``import vpintegrator.compiled`` never fails, ``available`` says whether
 numba imported, and ``compiled_stepper`` returns ``None`` whenever it cannot help (no numba, a
-user-defined system, a method without a kernel) so that callers fall back to the NumPy path
+user's system whose field does not compile, a method without a kernel) so that callers fall back to the NumPy path
 ([`vpintegrator.data.integrate`][vpintegrator.data.integration.integrate]). See ``vpintegrator.compiled.integrators`` for the API::
 
     from vpintegrator.compiled import compiled_stepper

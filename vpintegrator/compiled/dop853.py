@@ -30,11 +30,13 @@ its vectorised fallback.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from ._jit import _numba, njit  # numba is optional: without it the vectorised solve_ivp path is used
 from .systems import system_kernel, vector_field
+from .user import COMPILED as USER
 
 __all__ = ["GENERATOR", "available", "kernel_for", "solve_many"]
 
@@ -89,9 +91,9 @@ def available() -> bool:
     return NUMBA
 
 
-def kernel_for(system) -> tuple[int, np.ndarray] | None:
-    """``(kind, params)`` of the compiled vector field of ``system`` (``vpintegrator.compiled.systems.system_kernel``), or
-    None: only the shipped classes themselves (not subclasses, which may override ``vector_field``)."""
+def kernel_for(system) -> tuple[Any, np.ndarray] | None:
+    """``(kind, params)`` of the compiled vector field of ``system`` (``vpintegrator.compiled.systems.system_kernel``: a
+    shipped class's integer id, or a user's system's parameter tuple when its field compiles), or None."""
     return system_kernel(system)
 
 
@@ -273,7 +275,7 @@ else:  # pragma: no cover
     _solve_one = _solve_many = None
 
 
-def solve_many(kind: int, params: np.ndarray, y0: np.ndarray, t: np.ndarray, rtol: float, atol: float):
+def solve_many(kind: Any, params: np.ndarray, y0: np.ndarray, t: np.ndarray, rtol: float, atol: float):
     """Integrate ``y0`` (n_traj, dim) and sample at ``t``; returns ``(y, status, t_reached)``.
 
     ``y`` (n_traj, n_t, dim) with ``y[:, 0] = y0``; ``status[i]`` is ``OK`` or
@@ -291,7 +293,7 @@ def solve_many(kind: int, params: np.ndarray, y0: np.ndarray, t: np.ndarray, rto
     if n_traj and t.size > 1:
         rtol = max(float(rtol), _RTOL_FLOOR)  # what solve_ivp does (with a warning)
         try:
-            _solve_many(int(kind), np.ascontiguousarray(params, dtype=np.float64), y0, t, rtol, float(atol), out, status,
+            _solve_many(kind if type(kind) in USER else int(kind), np.ascontiguousarray(params, dtype=np.float64), y0, t, rtol, float(atol), out, status,
                         t_fail)
         except ZeroDivisionError:  # an error norm that overflowed float64 to inf (numba raises where NumPy gives inf)
             from ..errors import VPIntegratorError

@@ -14,8 +14,9 @@ The API::
 
 ``compiled_stepper`` takes a system (instance or registry name) and a method (registry name or
 ``Integrator``) as [`vpintegrator.data.integrate`][vpintegrator.data.integration.integrate] does. It returns ``None`` when numba is
-missing (``vpintegrator.compiled.available``), when the system is not one of the shipped ones (user
-systems, subclasses) or when the method has no kernel; it raises the NumPy path's error when the
+missing (``vpintegrator.compiled.available``), when the system is neither a shipped one nor a user's system whose
+field compiles (``vpintegrator.compiled.user``: a numba typing failure of a loop says so once and runs NumPy) or
+when the method has no kernel; it raises the NumPy path's error when the
 method cannot run on the system (``method.supports``) or dt is invalid.
 
 Compiled methods: every explicit Runge-Kutta method that is its tableau (an ``ExplicitRungeKutta``: ``euler``,
@@ -27,7 +28,7 @@ integrator with attributes ``base``, a registered base method name, and ``gammas
 fractions) whose base is compiled (compositions of shear sequences become one shear sequence), and the rigid
 body's rotation splittings with their compositions (``vpintegrator.compiled.lie_poisson``).
 
-On the shipped systems each method runs a lean loop (``vpintegrator.compiled.lean``: one loop per method that
+On the shipped systems and a user's compiled system each method runs a lean loop (``vpintegrator.compiled.lean``: one loop per method that
 numba specialises per system, scalar state, stages unrolled, no per-step workspace; Gauss-Legendre up to 4
 stages), else the generic loops of ``vpintegrator.compiled.kernels``. The implicit methods use the method's
 ``tol`` and ``max_iter`` and NumPy's start and convergence test; the lean loops iterate by full Newton
@@ -54,6 +55,7 @@ loop): each row's states are batch 1's bit for bit (``integrate`` and the rollou
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -110,8 +112,12 @@ def compiled_stepper(system: Any, method: Any, dt: float) -> "CompiledStepper | 
             try:
                 proto.step_block(y, 1, np.empty((1, proto.dim)))
                 proto.warm = True
-            except Exception:  # noqa: BLE001 - a kernel that cannot take this state: the caller warms its own
-                pass
+            except Exception as err:  # noqa: BLE001 - a kernel that cannot take this state: the caller warms its own
+                if not isinstance(proto.kid, int) and type(err).__module__.startswith("numba"):
+                    logging.getLogger("vpintegrator").warning(  # a user's loop numba cannot type: NumPy, said once
+                        "%s on %s runs in NumPy, not compiled: %s", method.name, system.name,
+                        str(err).strip().splitlines()[0][:200])
+                    proto = None
         if key is not None:
             if len(_PLANS) >= _PLANS_MAX:
                 _PLANS.pop(next(iter(_PLANS)))
@@ -212,7 +218,8 @@ class CompiledStepper:
     #: set by __init__ (declared for type checkers)
     dt: float
     dim: int
-    kid: int
+    #: a shipped system's integer id, or a user's parameter tuple (``compiled.user``)
+    kid: Any
     mid: int
     base: int
     gammas: Any
@@ -234,7 +241,9 @@ class CompiledStepper:
         self.system, self.method, self.dt = system, method, float(h)
         self.name = method.name
         self.dim = int(system.dim)
-        self.kid, self.params = int(kernel[0]), np.ascontiguousarray(kernel[1], dtype=np.float64)
+        kid = kernel[0]
+        self.kid = kid if lean.has_lean(kid) and not isinstance(kid, int) else int(kid)
+        self.params = np.ascontiguousarray(kernel[1], dtype=np.float64)
         self.mid, self.base, self.gammas = int(plan["mid"]), int(plan["base"]), plan["gammas"]
         self.a, self.b, self.c = plan["tableau"]
         self.tol, self.max_iter = float(plan["tol"]), int(plan["max_iter"])
@@ -390,7 +399,7 @@ class CompiledStepper:
         return failure_error(self, t0, "I - h df/dy")
 
 
-def _fast_runner(kid: int, mid: int, b: np.ndarray, a: np.ndarray, c: np.ndarray,
+def _fast_runner(kid: Any, mid: int, b: np.ndarray, a: np.ndarray, c: np.ndarray,
                  params: np.ndarray, etab: tuple = ()) -> tuple[str, Any, tuple]:
     """The lean loop (``vpintegrator.compiled.lean``) of method id ``mid`` on system ``kid``: (kind, function, the
     arguments before the state), or ("", None, ()) when there is none (then the generic loops of
@@ -398,7 +407,7 @@ def _fast_runner(kid: int, mid: int, b: np.ndarray, a: np.ndarray, c: np.ndarray
     # the method's own ``supports`` has already refused a system it cannot step (compiled_stepper)
     key = {K.EXPLICIT: "explicit_rk", K.STORMER_VERLET: "stormer_verlet",
            K.SHEARS: "shears", K.IMPLICIT_MIDPOINT: "implicit_midpoint", K.GAUSS_LEGENDRE: "gauss"}.get(mid)
-    if kid not in lean.PARAMS or key is None or (key == "gauss" and b.size > lean.MAX_STAGES):
+    if not lean.has_lean(kid) or key is None or (key == "gauss" and b.size > lean.MAX_STAGES):
         return "", None, ()
     kind, run, tag = lean.RUNNERS[key]
     if key == "explicit_rk":

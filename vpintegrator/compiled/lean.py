@@ -53,6 +53,7 @@ from ._jit import HAVE_NUMBA, jit, njit
 from .newton import (BLOWN_UP, NONFINITE, NOT_CONVERGED, OK, SINGULAR, converged, lu_solve, scale_of,
                      step_gauss_legendre, update_norm)
 from .systems import FIELDS, GRADIENTS, LINEAR_IN_PARAMS, SHIPPED, vector_field
+from .user import COMPILED as USER
 from .systems import jacobian as kernel_jacobian
 
 
@@ -76,9 +77,17 @@ PARAMS: dict[int, type] = {kid: _params_class(cls) for kid, cls in SHIPPED.items
 _SYSTEM_OF = {tag: (kid, SHIPPED[kid]) for kid, tag in PARAMS.items()}
 
 
-def params_tuple(kid: int, p: np.ndarray) -> Any:
-    """The parameters ``p`` (float64) of shipped system ``kid`` as its parameter tuple (what the loops take)."""
+def params_tuple(kid: Any, p: np.ndarray) -> Any:
+    """The parameters ``p`` (float64) of shipped system ``kid`` as its parameter tuple (what the loops take); a
+    user's system's ``kid`` is its parameter tuple already (``compiled.user``)."""
+    if type(kid) in USER:
+        return kid
     return PARAMS[kid](*(float(v) for v in p))
+
+
+def has_lean(kid: Any) -> bool:
+    """Whether the lean loops are specialised for system ``kid`` (a shipped system or a user's that compiles)."""
+    return type(kid) in USER or (isinstance(kid, int) and kid in PARAMS)
 
 
 def _typed(signature: str, doc: str) -> Any:
@@ -184,7 +193,10 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
         return overload(fn, strict=False, **options)  # the stubs take *args
 
     def _system(pp):
-        return _SYSTEM_OF.get(getattr(pp, "instance_class", None), (None, None))
+        """(kid, system class): a shipped system's integer id, or a user's parameter class (``compiled.user``)."""
+        cls = getattr(pp, "instance_class", None)
+        user = USER.get(cls)
+        return (cls, user.system) if user is not None else _SYSTEM_OF.get(cls, (None, None))
 
     def _shipped_rule(fn):  # midpoint's rule of a shipped system (other rules: ``midpoint_rule``)
         return lambda typer: _impl(fn, inline="always")(lambda pp, *a: _system(pp)[1] and typer(pp, *a))
@@ -200,8 +212,8 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
         """The implementation of ``field`` (0) / ``jacobian`` (1): the system's own jitted function."""
         def of_system(pp, x):
             kid, cls = _system(pp)
-            if cls is not None:
-                fn = FIELDS[kid][which]
+            fn = USER[kid][2 + which] if kid in USER else FIELDS[kid][which] if cls is not None else None
+            if fn is not None:
                 return lambda pp, x: fn(pp, x)
         return of_system
 
@@ -225,6 +237,8 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
     @_impl(system_id)
     def _system_id(pp):
         kid, cls = _system(pp)
+        if kid in USER:  # a user's system: its parameter tuple is its id in the dispatchers
+            return lambda pp: pp
         if cls is not None:
             return lambda pp: kid
 
@@ -408,15 +422,52 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the loops are never run (com
             return (2.0 * Q[0] - y[0], 2.0 * Q[1] - y[1], 2.0 * (y[2] - c * g0) - y[2], 2.0 * (y[3] - c * g1) - y[3])
         return separable
 
-    # Stormer-Verlet's state ops on a shipped separable system: the state (q0, q1, p0, p1) as scalars
-    _impl(verlet_state)(lambda fa, y: (lambda fa, y: load(fa, y)) if _system(fa)[0] in GRADIENTS else None)
-    _impl(verlet_force)(lambda fa, x, f: (lambda fa, x, f: gradients(fa, x[0], x[1], True))
-                        if _system(fa)[0] in GRADIENTS else None)
-    _impl(kick)(lambda fa, x, g, c: (lambda fa, x, g, c: (x[0], x[1], x[2] - c * g[0], x[3] - c * g[1]))
-                if _system(fa)[0] in GRADIENTS else None)
+    def _split(fa):
+        """A user's separable system's jitted (V'(q), T'(v)) on tuples of dim/2 components, or None."""
+        user = USER.get(_system(fa)[0])
+        return None if user is None or user.potential is None else (user.potential, user.kinetic, user.dim // 2)
+
+    # Stormer-Verlet's state ops on a separable system: the state (q, p) as scalars; a shipped one's gradients by
+    # component (two degrees of freedom), a user's on tuples of any length (``compiled.user``)
+    _impl(verlet_state)(lambda fa, y: (lambda fa, y: load(fa, y)) if _system(fa)[0] in GRADIENTS or _split(fa)
+                        else None)
+
+    @_impl(verlet_force)
+    def _verlet_force(fa, x, f):
+        if _system(fa)[0] in GRADIENTS:
+            return lambda fa, x, f: gradients(fa, x[0], x[1], True)
+        split = _split(fa)
+        if split is not None:
+            pot, _, n = split
+            return lambda fa, x, f: pot(fa, x[:n])
+
+    @_impl(kick)
+    def _kick(fa, x, g, c):
+        if _system(fa)[0] in GRADIENTS:
+            return lambda fa, x, g, c: (x[0], x[1], x[2] - c * g[0], x[3] - c * g[1])
+        split = _split(fa)
+        if split is not None:
+            n = split[2]
+
+            def kick_user(fa, x, g, c):
+                for i in range(n):
+                    x = tuple_setitem(x, n + i, x[n + i] - c * g[i])
+                return x
+            return kick_user
 
     @_impl(kick_drift)
     def _kick_drift(fa, x, g, c, hs):
+        split = _split(fa)
+        if split is not None:
+            kin, n = split[1], split[2]
+
+            def kick_drift_user(fa, x, g, c, hs):
+                x = kick(fa, x, g, c)
+                t = kin(fa, x[n:])
+                for i in range(n):
+                    x = tuple_setitem(x, i, x[i] + hs * t[i])
+                return x
+            return kick_drift_user
         if _system(fa)[0] in GRADIENTS:
             def separable(fa, x, g, c, hs):
                 v0 = x[2] - c * g[0]

@@ -25,18 +25,24 @@ lean loops (``compiled.lean``) are specialised for each on first use, with its j
 new shipped system adds the line naming its pair and its branch of each dispatcher here; its class (with
 its ``kernel_id``) is the only other file.
 
-User-defined systems (and subclasses of the shipped ones, which may override the equations) are not
-compiled: ``system_kernel`` returns ``None`` and callers fall back to NumPy. A system with a
-``compiled_kernel()`` method (the rollout's ``LearnedField`` and ``SindyField``) gives its own ``(kid, p)``.
+A user's system (or a subclass of a shipped one) that writes its field once compiles too
+(``compiled.user``): ``system_kernel`` gives ``(pp, p)`` with ``pp`` its parameters as an instance of a class made
+for it, and the dispatchers below, called with ``pp`` where a shipped system's ``kid`` goes, are compiled for that
+class and call the user's jitted field (an integer ``kid`` runs the branches below). A system that does not compile
+gets ``None`` (one warning says why) and callers fall back to NumPy. A system with a ``compiled_kernel()`` method
+(the rollout's ``LearnedField`` and ``SindyField``) gives its own ``(kid, p)``.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from ._jit import jit, jit_helpers
+from ._jit import HAVE_NUMBA, jit, jit_helpers
 from .learned_field import learned_jacobian, learned_vector_field
 from .library_field import library_jacobian, library_vector_field
+from .user import COMPILED, user_kernel
 
 from ..errors import VPIntegratorError
 from ..systems import ABCFlow, CoupledOscillator, RigidBody, RigidBodyExp, System, Volterra, shipped_systems
@@ -58,14 +64,16 @@ RIGID_BODY, COUPLED_OSCILLATOR, VOLTERRA, ABC_FLOW, RIGID_BODY_EXP = (
     _KIDS[cls] for cls in (RigidBody, CoupledOscillator, Volterra, ABCFlow, RigidBodyExp))
 
 
-def system_kernel(system) -> tuple[int, np.ndarray] | None:
-    """``(kid, params)`` of a shipped system instance (``params = system.field_params()``), or ``None`` (user
-    system, subclass, unknown)."""
+def system_kernel(system) -> tuple[Any, np.ndarray] | None:
+    """``(kid, params)`` of a shipped system instance (``params = system.field_params()``), ``(pp, params)`` of a
+    user's system that compiles (``compiled.user``), or ``None`` (NumPy)."""
     kernel = getattr(system, "compiled_kernel", None)  # a learned field packs its own networks
     if callable(kernel):
         return kernel()
     kid = _KIDS.get(type(system))
-    return None if kid is None else (kid, np.asarray(system.field_params(), dtype=np.float64))
+    if kid is None:
+        return user_kernel(system) if isinstance(system, System) else None
+    return kid, np.asarray(system.field_params(), dtype=np.float64)
 
 
 # --- the systems' own definitions (``System.field``: one definition, NumPy on arrays, numba on scalars) ------
@@ -102,8 +110,8 @@ def _put33(J, out):
 
 # --- the dispatchers ---------------------------------------------------------------------------------
 @jit
-def vector_field(kid, p, y, out):
-    """``f(y)`` of system ``kid`` with parameters ``p`` into ``out``; y, out (dim,)."""
+def _shipped_vector_field(kid, p, y, out):
+    """``f(y)`` of shipped system ``kid`` (an integer) with parameters ``p`` into ``out``; y, out (dim,)."""
     if kid == RIGID_BODY:
         _put3(rigid_body_field(p, (y[0], y[1], y[2])), out)
     elif kid == COUPLED_OSCILLATOR:
@@ -121,8 +129,8 @@ def vector_field(kid, p, y, out):
 
 
 @jit
-def jacobian(kid, p, y, out):
-    """``df/dy`` of system ``kid`` into ``out`` (dim, dim), ``out[i, j] = d f_i / d y_j``."""
+def _shipped_jacobian(kid, p, y, out):
+    """``df/dy`` of shipped system ``kid`` (an integer) into ``out`` (dim, dim), ``out[i, j] = d f_i / d y_j``."""
     if kid == RIGID_BODY:
         _put33(rigid_body_jacobian(p, (y[0], y[1], y[2])), out)
     elif kid == COUPLED_OSCILLATOR:
@@ -140,6 +148,67 @@ def jacobian(kid, p, y, out):
         library_jacobian(p, y, out)
     else:  # ABC_FLOW
         _put33(abc_flow_jacobian(p, (y[0], y[1], y[2])), out)
+
+
+def _field_into(kid, p, y, out):  # pragma: no cover - compiled code only (the overloads below)
+    raise NotImplementedError("compiled code only")
+
+
+def _jacobian_into(kid, p, y, out):  # pragma: no cover
+    raise NotImplementedError("compiled code only")
+
+
+if HAVE_NUMBA:  # pragma: no branch - without numba the kernels are never run
+    from numba import types
+    from numba.extending import overload
+    from numba.np.unsafe.ndarray import to_fixed_tuple
+
+    def _dispatch(shipped, which):
+        """An integer ``kid``: the shipped branches; a user's parameter tuple: its own jitted function (``which``:
+        1 the field, 2 its Jacobian) on the state as a tuple, into ``out``."""
+        def typer(kid, p, y, out):
+            if isinstance(kid, types.Integer):
+                return lambda kid, p, y, out: shipped(kid, p, y, out)
+            user = COMPILED.get(getattr(kid, "instance_class", None))
+            fn = None if user is None else user[which + 1]
+            if fn is None:
+                return None
+            d = user.dim
+            if which == 1:  # the parameters are p's (a family's member passes its own), as the shipped branches'
+                return lambda kid, p, y, out: _put(fn(p, to_fixed_tuple(y, d)), out)
+            return lambda kid, p, y, out: _put_rows(fn(p, to_fixed_tuple(y, d)), out)
+        return typer
+
+    overload(_field_into, strict=False)(_dispatch(_shipped_vector_field, 1))
+    overload(_jacobian_into, strict=False)(_dispatch(_shipped_jacobian, 2))
+else:  # pragma: no cover
+    _field_into, _jacobian_into = _shipped_vector_field, _shipped_jacobian
+
+
+@jit
+def _put(f, out):
+    for i in range(len(f)):
+        out[i] = f[i]
+
+
+@jit
+def _put_rows(J, out):
+    for i in range(len(J)):
+        for j in range(len(J)):
+            out[i, j] = J[i][j]
+
+
+@jit
+def vector_field(kid, p, y, out):
+    """``f(y)`` of system ``kid`` (a shipped system's integer id, or a user's parameter tuple: ``system_kernel``)
+    with parameters ``p`` into ``out``; y, out (dim,)."""
+    _field_into(kid, p, y, out)
+
+
+@jit
+def jacobian(kid, p, y, out):
+    """``df/dy`` of system ``kid`` (as ``vector_field``) into ``out`` (dim, dim), ``out[i, j] = d f_i / d y_j``."""
+    _jacobian_into(kid, p, y, out)
 
 
 @jit

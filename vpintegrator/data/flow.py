@@ -12,6 +12,7 @@ state (a vectorised right-hand side) with tolerances scaled by ``1/sqrt(batch)``
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -30,8 +31,9 @@ def max_batch(rtol: float) -> int:
     return max(1, int((rtol / _RTOL_FLOOR) ** 2))
 
 
-def compiled_kernel(system: System) -> tuple[int, np.ndarray] | None:
-    """The compiled DOP853's vector field for ``system``, or None (no numba, or not a shipped system)."""
+def compiled_kernel(system: System) -> tuple[Any, np.ndarray] | None:
+    """The compiled DOP853's vector field for ``system``, or None (no numba, or a system whose field does not compile:
+    ``vpintegrator.compiled.user``)."""
     if not _dop853.available():
         return None
     return _dop853.kernel_for(system)
@@ -47,14 +49,14 @@ def solve_flow(
 ) -> np.ndarray:
     """Integrate a batch of initial conditions with SciPy's DOP853 at per-trajectory tolerances.
 
-    Compiled path (``compiled`` None or True; used when numba is installed and ``system`` is one of the
-    shipped classes): ``vpintegrator.compiled.dop853.solve_many``, SciPy's DOP853 algorithm (tableau,
+    Compiled path (``compiled`` None or True; used when numba is installed and ``system`` is a shipped class or a
+    user's system whose field compiles, ``vpintegrator.compiled.user``): ``vpintegrator.compiled.dop853.solve_many``, SciPy's DOP853 algorithm (tableau,
     error norm over the trajectory's own components, step-size controller, dense output sampled at
     ``t``) compiled and run on each trajectory with its own step size. Each trajectory gets exactly the
     guarantee of its own ``solve_ivp(method="DOP853", t_eval=t, rtol=rtol, atol=atol)`` call, and the
     same numbers up to rounding. ``compiled=True`` raises when that path is not available.
 
-    Vectorised path (``compiled=False``, or no numba, or a user-defined system): all trajectories
+    Vectorised path (``compiled=False``, or no numba, or a system whose field does not compile): all trajectories
     are stacked into one state of size ``n_traj * dim`` and integrated by one
     ``solve_ivp`` call whose right-hand side evaluates the vector field on the whole batch. The solver's
     RMS error norm over all ``n_traj * dim`` components would let a hard trajectory hide behind easy

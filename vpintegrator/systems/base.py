@@ -172,13 +172,25 @@ class System:
         return getattr(self, f"_invariant_{name}")(self._check_state(y))
 
     # --- separable Hamiltonian split (only when ``separable``) ------------------------------------
+    #: ``T'(v)`` on a tuple of the dim/2 momenta, ``field_kinetic_gradient(p, v) -> tuple`` (a staticmethod, as
+    #: ``field``; numba compiles it for Stormer-Verlet's loop, ``vpintegrator.compiled.user``)
+    field_kinetic_gradient: ClassVar[Any] = None
+    #: ``V'(q)`` on a tuple of the dim/2 positions, ``field_potential_gradient(p, q) -> tuple``
+    field_potential_gradient: ClassVar[Any] = None
+
     def kinetic_gradient(self, p: np.ndarray) -> np.ndarray:
-        """``dH/dp = T'(p)``; p (..., dim/2) -> (..., dim/2)."""
-        raise self._not_separable()
+        """``dH/dp = T'(p)``; p (..., dim/2) -> (..., dim/2) (by default ``field_kinetic_gradient``)."""
+        return self._split_gradient(type(self).field_kinetic_gradient, p)
 
     def potential_gradient(self, q: np.ndarray) -> np.ndarray:
-        """``dH/dq = V'(q)``; q (..., dim/2) -> (..., dim/2)."""
-        raise self._not_separable()
+        """``dH/dq = V'(q)``; q (..., dim/2) -> (..., dim/2) (by default ``field_potential_gradient``)."""
+        return self._split_gradient(type(self).field_potential_gradient, q)
+
+    def _split_gradient(self, fn: Any, z: np.ndarray) -> np.ndarray:
+        if fn is None or not self.separable:
+            raise self._not_separable()
+        z = np.asarray(z, dtype=np.float64)
+        return _stack(fn(self.field_params(), _components(z)), z.shape[:-1], -1)
 
     def kinetic_hessian(self, p: np.ndarray) -> np.ndarray:
         """``d2T/dp2``; p (..., dim/2) -> (..., dim/2, dim/2)."""

@@ -1,0 +1,195 @@
+"""A user's system compiled: its field written once, jitted by numba at first use and run by every compiled loop.
+
+A system the package did not ship (a ``System`` subclass in the user's own module, a system from dysts) compiles
+when it writes its field as the shipped systems do (``System``'s docstring, "The field written once"): plain static
+functions of the parameter vector ``p`` and a tuple of components ``x``, with arithmetic and NumPy ufuncs::
+
+    field(p, x) -> (f_0, .., f_{dim-1})                         # required
+    field_jacobian(p, x) -> ((J_00, ..), .., (.., J_{dim-1,dim-1}))   # implicit methods
+    field_potential_gradient(p, q) -> V'(q)                     # separable H = T(p) + V(q): Stormer-Verlet
+    field_kinetic_gradient(p, v) -> T'(v)                       # (q, v: tuples of dim/2 components)
+
+``user_kernel(system)`` gives ``(pp, p)``: ``pp`` the parameters as an instance of a small class made for that system
+class (``params_class``), and ``p`` the float64 vector. Compiled code is typed by ``pp``: every lean loop
+(``compiled.lean``) and the kernel dispatchers (``compiled.systems.vector_field`` / ``jacobian``, which the generic
+loops, the exact Newton rules and DOP853 call) are specialised for that class and call the user's own jitted
+functions, inlined, exactly as for a shipped system. The class's name holds the sha256 of the user's sources (the
+class's module file, else the class's source, and every ``field_helpers`` function's), so numba's disk cache finds
+the compiled loops again in a new process and an edited field compiles anew.
+
+A system that cannot compile gets ``None`` and one warning per class that names it, what failed and where (numba's
+first line and the user's file and line); callers take the NumPy path. The reasons: it overrides ``vector_field``
+or ``jacobian`` itself (the NumPy path would not be ``field``), it has no ``field``, numba cannot type the field, or
+the compiled field differs from NumPy's evaluation of the same function at the system's default state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import logging
+import re
+from collections import namedtuple
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ._jit import HAVE_NUMBA, jit_helpers
+
+_PREFIX = "UserParams_"
+_log = logging.getLogger("vpintegrator")
+
+
+class UserFields(NamedTuple):
+    """The jitted functions of one user's system class (what the compiled code calls)."""
+
+    system: type
+    dim: int
+    field: Any
+    jacobian: Any
+    potential: Any
+    kinetic: Any
+
+
+#: parameter class -> the user's jitted functions (read by ``compiled.systems`` and ``compiled.lean`` while typing)
+COMPILED: dict[type, UserFields] = {}
+#: system class -> its parameter class, or the one-line reason it runs in NumPy
+_BY_CLASS: dict[type, Any] = {}
+
+
+def params_class(name: str) -> type:
+    """The parameter class called ``name`` (``UserParams_<n>_<hash>_<class>``): made once per process, also when
+    numba's cache index names it before the system is registered (``__getattr__``)."""
+    cls: Any = globals().get(name)
+    if cls is None:
+        n = int(name[len(_PREFIX):].split("_", 1)[0])
+        make: Any = namedtuple  # a class made per user system, named at run time
+        cls = make(name, [f"p{i}" for i in range(n)])
+        cls.__module__ = __name__
+        globals()[name] = cls
+    return cls
+
+
+def __getattr__(name: str) -> Any:
+    """A parameter class by its name (what numba's cache index pickles)."""
+    if name.startswith(_PREFIX):
+        return params_class(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def user_kernel(system: Any) -> tuple[Any, np.ndarray] | None:
+    """``(pp, p)`` of a user's system that compiles (see the module docstring), else None (one warning per class)."""
+    if not HAVE_NUMBA:
+        return None
+    cls = type(system)
+    entry = _BY_CLASS.get(cls)
+    if entry is None:
+        try:
+            entry = _register(cls, system)
+        except Exception as err:  # noqa: BLE001 - numba's typing errors, a user's field raising: NumPy path, said once
+            entry = _why(err)
+        _BY_CLASS[cls] = entry
+        if isinstance(entry, str):
+            _log.warning("system %s runs in NumPy, not compiled: %s", _label(cls), entry)
+    if isinstance(entry, str):
+        return None
+    p = np.ascontiguousarray(system.field_params(), dtype=np.float64).reshape(-1)
+    if p.size != len(entry._fields):
+        return None  # a parameter vector whose length depends on the instance: NumPy
+    return entry(*(float(v) for v in p)), p
+
+
+def why_not_compiled(system: Any) -> str | None:
+    """The reason ``system`` runs in NumPy (None: it compiles, or it is not a user's system)."""
+    user_kernel(system)
+    entry = _BY_CLASS.get(type(system))
+    return entry if isinstance(entry, str) else None
+
+
+def _label(cls: type) -> str:
+    return f"{getattr(cls, 'name', '') or cls.__name__} ({cls.__module__}:{cls.__qualname__})"
+
+
+def _register(cls: type, system: Any) -> Any:
+    """Make the parameter class of ``cls`` and jit its field (checked against NumPy's at a state); or the reason."""
+    from ..systems.base import System
+
+    if cls.vector_field is not System.vector_field or cls.jacobian is not System.jacobian:
+        return ("it overrides vector_field/jacobian itself; write its field once as field(p, x) (and "
+                "field_jacobian) instead, see docs/own_system.md")
+    if cls.field is None:
+        return "it has no field(p, x); see docs/own_system.md"
+    p = np.ascontiguousarray(system.field_params(), dtype=np.float64).reshape(-1)
+    import numba
+
+    jit_helpers(*cls.field_helpers)
+    jitted = [None if fn is None else numba.njit(error_model="numpy")(fn)
+              for fn in (cls.field, cls.field_jacobian, getattr(cls, "field_potential_gradient", None),
+                         getattr(cls, "field_kinetic_gradient", None))]
+    if cls.separable and (jitted[2] is None) != (jitted[3] is None):
+        return "a separable system gives both field_potential_gradient and field_kinetic_gradient, or neither"
+    pp_cls = params_class(f"{_PREFIX}{p.size}_{_source_hash(cls)}_{re.sub(r'[^0-9A-Za-z]', '', cls.__name__)[:40]}")
+    COMPILED[pp_cls] = UserFields(cls, int(cls.dim), *jitted)
+    try:
+        _check(system, pp_cls(*(float(v) for v in p)), p, jitted[1] is not None)
+    except Exception:
+        del COMPILED[pp_cls]
+        raise
+    return pp_cls
+
+
+def _check(system: Any, pp: Any, p: np.ndarray, with_jacobian: bool) -> None:
+    """Compile the dispatchers for ``pp`` and compare them with NumPy's evaluation at the system's default state."""
+    from .systems import jacobian, vector_field
+
+    y = np.ascontiguousarray(getattr(system, "default_y0", None) or np.linspace(0.3, 0.7, system.dim), dtype=np.float64)
+    user = COMPILED[type(pp)]
+    for fn in (user.field, user.jacobian):  # the user's own functions first: numba's error then names their line
+        if fn is not None:
+            fn(pp, tuple(float(v) for v in y))
+    out = np.empty(system.dim)
+    vector_field(pp, p, y, out)
+    _same("field", out, system.vector_field(y), y)
+    if with_jacobian:
+        jac = np.empty((system.dim, system.dim))
+        jacobian(pp, p, y, jac)
+        _same("field_jacobian", jac, system.jacobian(y), y)
+
+
+def _same(what: str, compiled: np.ndarray, numpy: np.ndarray, y: np.ndarray) -> None:
+    scale = max(1.0, float(np.max(np.abs(numpy))) if numpy.size else 1.0)
+    if not np.allclose(compiled, numpy, rtol=1e-9, atol=1e-12 * scale):
+        raise _Differs(f"numba's {what} differs from NumPy's at y = {np.array2string(y, precision=4)} (max "
+                       f"{float(np.max(np.abs(compiled - numpy))):.3g}); check integer division and Python-level code")
+
+
+class _Differs(Exception):
+    pass
+
+
+def _why(err: BaseException) -> str:
+    """One line: what failed (numba's first message line) and where (the user's file and line)."""
+    if isinstance(err, _Differs):
+        return str(err)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(err))
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    msg = next((ln for ln in lines if not ln.startswith(("During:", "File", "^", "- Resolution", "Failed in"))),
+               type(err).__name__)
+    where = [m.group(1, 2) for m in re.finditer(r'File "([^"]+)", line (\d+)', text) if "numba" not in m.group(1)]
+    at = f" at {where[-1][0]}:{where[-1][1]}" if where else ""
+    return f"numba cannot compile its field ({type(err).__name__}: {msg[:200]}){at}"
+
+
+def _source_hash(cls: type) -> str:
+    """sha256 of the sources the compiled code inlines: the class's module file (else its source) and each helper's."""
+    h = hashlib.sha256(f"{cls.__module__}:{cls.__qualname__}:{cls.dim}".encode())
+    for obj in (cls, *getattr(cls, "field_helpers", ())):
+        try:
+            path = inspect.getsourcefile(obj)
+            h.update(open(path, "rb").read() if path else inspect.getsource(obj).encode())
+        except (OSError, TypeError):
+            h.update(repr(id(obj)).encode())  # no source to read (a REPL): a name for this process only
+    return h.hexdigest()[:20]
+
+
+__all__ = ["user_kernel", "why_not_compiled", "params_class", "COMPILED", "UserFields"]
