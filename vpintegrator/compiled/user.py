@@ -89,8 +89,9 @@ def user_kernel(system: Any) -> tuple[Any, np.ndarray] | None:
         except Exception as err:  # noqa: BLE001 - numba's typing errors, a user's field raising: NumPy path, said once
             entry = _why(err)
         _BY_CLASS[cls] = entry
-        if isinstance(entry, str):
-            _log.warning("system %s runs in NumPy, not compiled: %s", _label(cls), entry)
+        if isinstance(entry, str):  # the package's own NumPy-only systems (the baths) are documented where they live
+            _log.log(logging.DEBUG if cls.__module__.startswith("vpintegrator.") else logging.WARNING,
+                     "system %s runs in NumPy, not compiled: %s", _label(cls), entry)
     if isinstance(entry, str):
         return None
     p = np.ascontiguousarray(system.field_params(), dtype=np.float64).reshape(-1)
