@@ -229,7 +229,7 @@ def test_list_sampler():
         (lambda: get_system("rigid_body").invariant("momentum", np.ones(3)), "energy, casimir"),
         (lambda: get_system("rigid_body").vector_field(np.ones(4)), r"shape \(\.\.\., 3\)"),
         (lambda: get_system("volterra").kinetic_gradient(np.ones(2)), "not a separable"),
-        (lambda: sample_initial_conditions("rigid_body", "cube", 3, 0), "valid samplers: box, bump, list"),
+        (lambda: sample_initial_conditions("rigid_body", "cube", 3, 0), "valid samplers: around, box, bump, list"),
         (lambda: sample_initial_conditions("coupled_oscillator", "paper_sphere", None, None), "dim=4"),
         (lambda: sample_initial_conditions("rigid_body", "paper_sphere", 5000, None), "1..1238"),
         (lambda: sample_initial_conditions("rigid_body", "sphere", None, 0), "needs n"),
@@ -256,7 +256,7 @@ def test_bad_inputs_raise_one_line_errors(call, match):
 
 
 def test_list_samplers():
-    assert list_samplers() == ["box", "bump", "list", "paper_sphere", "particle", "sphere"]
+    assert list_samplers() == ["around", "box", "bump", "list", "paper_sphere", "particle", "sphere"]
 
 
 @pytest.mark.parametrize("name, params, match", [

@@ -54,6 +54,27 @@ def _list_specs() -> None:
         click.echo(f"{name:<{width}}  {description}")
 
 
+def _list_dysts() -> None:
+    """``vp-gen --list dysts``: dysts' autonomous flows with the structure measured on samples
+    (``vpintegrator.systems.dysts.dysts_structure``), dysts' own flag beside it; then the flows not adapted, and why."""
+    from ..systems.dysts import dysts_structure
+
+    rows = dysts_structure()
+    kept = [r for r in rows if not r.refusal]
+    width = max((len(r.name) for r in rows), default=0)
+    click.echo(f"{'system':<{width}}  dim  max|div|/max|J|  volume-preserving  canonical Hamiltonian  "
+               "dysts says hamiltonian  dysts' _jac")
+    yes_no = {True: "yes", False: "no", None: "?"}
+    for r in kept:
+        ham = "-" if r.dim % 2 else (f"yes {r.hamiltonian}" if r.hamiltonian else "no")
+        click.echo(f"{r.name:<{width}}  {r.dim:>3}  {r.divergence:>15.1e}  {yes_no[r.volume_preserving]:<17}  "
+                   f"{ham:<21}  {yes_no[r.dysts_hamiltonian]:<22}  {r.dysts_jacobian}")
+    click.echo(f"{len(kept)} autonomous flows; not adapted ({len(rows) - len(kept)}):")
+    for r in rows:
+        if r.refusal:
+            click.echo(f"  {r.name}: {r.refusal}")
+
+
 def _summary(path: Path) -> str:
     from ..data.trajectory_files import read_metadata
 
@@ -115,7 +136,8 @@ def _exit_now(code: int) -> NoReturn:
 @click.command("vp-gen", cls=_GenCommand, config=_config_class,
                context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("spec", required=False, shell_complete=complete_spec)
-@click.option("--list", "list_", is_flag=True, help="List the shipped specs and exit.")
+@click.option("--list", "list_", is_flag=True,
+              help="List the shipped specs and exit (--list dysts: dysts' flows, their structure measured on samples).")
 # here: one option per GenerationSpec key that overrides a spec (its declaration in vpintegrator/data/spec.py)
 @set_option(
     "Set any spec key (repeatable): dt=0.1, system.inertia=[1,2,3], initial_conditions.radius=2, ... "
@@ -133,14 +155,17 @@ def _exit_now(code: int) -> NoReturn:
 # --- end of issue 23 options ------------------------------------------------------------------------------
 @cli_errors
 def main(spec, list_, flags, set_, print_config, as_json, quiet, overwrite, workers, shard, scheduler, n_shards) -> None:
-    """Generate the trajectory data set SPEC (a spec name or a TOML file) and write it to HDF5.
+    """Generate the trajectory data set SPEC (a spec name, a TOML file, or dysts:NAME) and write it to HDF5.
 
     Flags override the spec. The file appears only when complete: an interrupted run leaves no partial
     file, and an earlier file at --out stays intact. An existing --out is refused unless --overwrite (which
     replaces only a trajectory file); a second writer of the same --out is refused while this one runs.
     """
     if list_:
-        _list_specs()
+        if spec == "dysts":
+            _list_dysts()
+        else:
+            _list_specs()
         return
     if spec is None:
         raise click.UsageError("missing SPEC (a spec name or a .toml file); `vp-gen --list` lists the specs")

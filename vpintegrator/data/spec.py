@@ -513,7 +513,8 @@ def load_spec(name_or_path: str | os.PathLike[str], **overrides: Any) -> Generat
     Parameters
     ----------
     name_or_path : str or PathLike
-        A spec name such as ``"rigid_body_paper"``, or a path to a ``.toml`` file.
+        A spec name such as ``"rigid_body_paper"``, a path to a ``.toml`` file, or ``"dysts:NAME"`` (a flow of dysts,
+        the optional extra: ``vpintegrator.systems.dysts.default_spec``).
     **overrides
         Any of ``n_traj, dt, t_end, method, rtol, atol, seed, chunk_size, out, compression``; None values are ignored
         (so CLI flags can be passed straight through).
@@ -528,8 +529,12 @@ def load_spec(name_or_path: str | os.PathLike[str], **overrides: Any) -> Generat
         Unknown spec name (listing the valid ones), malformed TOML, unknown keys, wrong types, dt <= 0,
         unknown system, parameter, sampler or method; the message names the file and key.
     """
-    path = _resolve(name_or_path)
-    kwargs = _parse(path, _read_toml(path))
-    spec = GenerationSpec(**kwargs)
+    from ..systems.dysts import default_spec, is_dysts_name
+
+    if is_dysts_name(name_or_path):  # a dysts flow by name: its default spec (vpintegrator.systems.dysts)
+        spec = GenerationSpec(**default_spec(str(name_or_path)))
+    else:
+        path = _resolve(name_or_path)
+        spec = GenerationSpec(**_parse(path, _read_toml(path)))
     _check_names(spec)
     return _apply_overrides(spec, overrides)

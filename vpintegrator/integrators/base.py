@@ -117,6 +117,11 @@ class Integrator:
             if not getattr(system, flag, False):
                 what, tail = NEEDS.get(flag, (f"a system with {flag} = True", "is not"))
                 raise VPIntegratorError(f"method {self.name!r} needs {what}; system {system.name!r} {tail}")
+        cls = type(system)
+        if self.implicit and cls.field_jacobian is None and cls.jacobian is System.jacobian:  # no Jacobian given
+            why = getattr(system, "jacobian_note", "") or "no field_jacobian"
+            raise VPIntegratorError(f"method {self.name!r} solves with the Jacobian; system {system.name!r} has none "
+                                    f"({why}). Use an explicit method (rk4, dop853), or give field_jacobian")
 
     def step(self, system: System, y: np.ndarray, dt: float) -> np.ndarray:
         """One step; y (batch, dim) -> (batch, dim), float64."""

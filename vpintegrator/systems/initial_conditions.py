@@ -1,5 +1,5 @@
-"""Initial-condition samplers: the paper's sphere set, random on a sphere, random in a box, a list, the
-lattices' bump family.
+"""Initial-condition samplers: the paper's sphere set, random on a sphere, random in a box, around a state, a list,
+the lattices' bump family.
 
 Every sampler returns float64 points of shape ``(n, dim)``. Use
 [`sample_initial_conditions`][vpintegrator.systems.sample_initial_conditions] with a sampler name; [`list_samplers`][vpintegrator.systems.list_samplers] names them.
@@ -95,6 +95,23 @@ def _box(dim: int, n: int | None, rng, system: System | None, low=-1.0, high=1.0
     return rng.uniform(lo, hi, size=(n, dim))
 
 
+def _around(dim: int, n: int | None, rng, system: System | None, spread=None, center=None) -> np.ndarray:
+    n = _require_n("around", n)
+    rng = _require_rng("around", rng)
+    if spread is None:
+        raise VPIntegratorError("sampler 'around' needs 'spread' (the standard deviation of the draws, a number or "
+                                f"{dim} numbers); none given")
+    scale = _per_dim("around", "spread", spread, dim)
+    if np.any(scale < 0):
+        raise VPIntegratorError(f"sampler 'around' argument 'spread' must be >= 0; got {spread!r}")
+    if center is None:
+        center = getattr(system, "default_y0", None)
+        if center is None:
+            raise VPIntegratorError("sampler 'around' needs 'center' (a state of length "
+                                    f"{dim}); none given and the system has no default_y0")
+    return _per_dim("around", "center", center, dim) + scale * rng.standard_normal((n, dim))
+
+
 def as_points(values: Any, dim: int, name: str, rows: str = "n", point: str = "point",
               context: str = "") -> np.ndarray:
     """``values`` as float64 points of shape (n, dim), one point (dim,) read as (1, dim).
@@ -164,6 +181,7 @@ _SAMPLERS: dict[str, Callable[..., np.ndarray]] = {
     "bump": _bump,
     "sphere": _sphere,
     "box": _box,
+    "around": _around,
     "list": _list,
 }
 
@@ -190,15 +208,17 @@ def sample_initial_conditions(
         ``"paper_sphere"``: the paper's 1238 unit-sphere points (rigid body; n None or 1238 gives all,
         a smaller n an evenly spread deterministic subset). ``"sphere"``: uniform on the sphere of
         ``radius`` (default 1) around ``center`` (default 0), any dim. ``"box"``: uniform in
-        ``[low, high]`` per coordinate (scalars or length-dim lists; default [-1, 1]). ``"list"``:
+        ``[low, high]`` per coordinate (scalars or length-dim lists; default [-1, 1]). ``"around"``: normal
+        draws ``center + spread * N(0, 1)`` per coordinate (``spread`` required; ``center`` default the
+        system's ``default_y0``, e.g. dysts' initial condition). ``"list"``:
         explicit ``points`` of shape (n, dim) (default: the system's ``default_y0``). ``"bump"`` (the
         lattices ``toda`` and ``fpu_beta``): one trajectory per value of ``mu`` (a number or a list),
         GeometricProblems' bump ``q0 = h(20 mu |x + mu / 2|)`` on the N points of [-0.5, 0.5] and ``p0 = 0``
         (``vpintegrator.systems.lattice.bump``).
     n : int, optional
-        Number of points (required for "sphere" and "box").
+        Number of points (required for "sphere", "box" and "around").
     rng : numpy.random.Generator or int, optional
-        Randomness for "sphere" and "box" (an int is used as a seed).
+        Randomness for "sphere", "box" and "around" (an int is used as a seed).
     **kw
         Sampler arguments as above.
 

@@ -7,6 +7,9 @@ process) and one ``param_<name>`` per parameter (plus derived quantities such as
 coefficients, recorded for readers and ignored on the way back). [`system_from_meta`][vpintegrator.systems.system_from_meta] rebuilds
 exactly the system that wrote a file.
 
+Systems from dysts (the optional extra): ``"dysts:NAME"`` wherever a system name is accepted
+(``vpintegrator.systems.dysts``); a file records that name and is read back through it.
+
 User-defined systems: subclass [`System`][vpintegrator.systems.System] as a frozen dataclass in your own
 module, then either ``register_system(MySystem)`` from Python, or name it ``"package.module:ClassName"``
 wherever a system name is accepted (specs, ``get_system``, files).
@@ -20,6 +23,7 @@ from typing import Any, Mapping
 from ..errors import VPIntegratorError
 from ..plugins import UserCodeError, class_path, import_class, importable_path, user_code
 from .base import System
+from .dysts import dysts_class, is_dysts_name
 
 PARAM_PREFIX = "param_"
 _REGISTRY: dict[str, type[System]] = {}
@@ -74,6 +78,8 @@ def system_class(name: str) -> type[System]:
     """The class behind a registry name or a ``"package.module:ClassName"`` path (registered on first use)."""
     if isinstance(name, str) and name in _REGISTRY:
         return _REGISTRY[name]
+    if is_dysts_name(name):  # a flow of the dysts package (optional), made and registered on first use
+        return register_system(dysts_class(name), replace=True)
     if isinstance(name, str) and ":" in name:
         cls = _import_class(name)
         if cls.name not in _REGISTRY or class_path(_REGISTRY[cls.name]) == class_path(cls):
@@ -81,7 +87,7 @@ def system_class(name: str) -> type[System]:
         return cls
     raise VPIntegratorError(
         f"unknown system {name!r}; valid systems: {', '.join(list_systems())} "
-        "(or a user-defined 'package.module:ClassName')"
+        "(or a user-defined 'package.module:ClassName', or 'dysts:NAME')"
     )
 
 
