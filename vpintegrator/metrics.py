@@ -6,6 +6,11 @@ quantities chunk by chunk along time, so that metrics of a rollout of any horizo
 - relative error ``e(t) = ‖ẑ(t) − z(t)‖ / ‖z(t)‖`` against the reference;
 - valid prediction time: the first ``t`` with ``e(t) > 0.1`` (a NaN error counts as exceeded), ``t_end``
   if never;
+- in the field's conventions (dysts'): the normalised RMSE ``nrmse(t) = sqrt(mean_i ((ẑ_i − z_i) / σ_i)²)``,
+  ``σ_i`` the spread (standard deviation) of component ``i`` over the data (``spread``), its mean over the
+  predicted steps, the valid-prediction horizon ``vpt`` (the first ``t`` with ``nrmse(t) > 0.4``, ``t_end`` if
+  never) and the same mean for the identity (do-nothing) map, which holds the last given state: a row whose
+  mean NRMSE is not below the identity's has predicted nothing;
 - relative drift of an invariant ``(I(ẑ_t) − I(ẑ_0)) / |I(ẑ_0)|``, its maximum modulus and the slope of
   a least-squares line through it over time (bounded drift gives a slope near 0, secular drift does not);
 - volume: ``log|det J|`` of every step (or window) map along the trajectory and its cumulative sum
@@ -36,6 +41,10 @@ from .data.summary import format_markdown, format_text, read_table, write_table 
 
 #: relative error above which a prediction stops being "valid" (valid prediction time)
 VALID_ERROR_THRESHOLD = 0.1
+#: NRMSE above which a prediction stops being valid (the valid-prediction horizon ``vpt``; dysts' 0.4)
+VPT_THRESHOLD = 0.4
+#: a mean state farther from 0 than this many spreads dominates ‖y‖: the relative error then says little (``spread``)
+OFFSET_RATIO = 3.0
 
 
 # --------------------------------------------------------------------------- array functions
@@ -85,6 +94,60 @@ def valid_prediction_time(
     exceeded = ~(error <= threshold)  # NaN -> exceeded
     first = np.argmax(exceeded, axis=1)
     return np.where(exceeded.any(axis=1), t[first], t[-1])
+
+
+def nrmse(y: Any, y_ref: Any, scale: Any) -> Any:
+    """The normalised RMSE ``sqrt(mean_i ((ŷ_i − y_i) / σ_i)²)`` at every step (``σ = scale``, per component).
+
+    Parameters
+    ----------
+    y, y_ref : ndarray, shape (n_traj, n_states, dim)
+        Prediction and reference (or two float64 torch tensors on one device).
+    scale : ndarray, shape (dim,)
+        Each component's spread (``spread``), > 0.
+
+    Returns
+    -------
+    ndarray, shape (n_traj, n_states) (a tensor for tensors)
+    """
+    xp = array_namespace(y)
+    if xp is np:
+        y, y_ref = np.asarray(y, dtype=np.float64), np.asarray(y_ref, dtype=np.float64)
+    d = (y - y_ref) / as_like(np.asarray(scale, dtype=np.float64), y)
+    return xp.sqrt((d * d).mean(-1))
+
+
+def spread(blocks: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Each component's mean and standard deviation over every state of ``blocks`` (an iterable of arrays
+    (..., dim); shifted sums in float64, so that a large offset costs no digits). A component that never
+    moves gets a spread of 1 (its NRMSE is then its absolute error).
+
+    Returns
+    -------
+    mean, std : ndarray, shape (dim,)
+    """
+    shift = n = total = squares = None
+    for block in blocks:
+        b = np.asarray(block, dtype=np.float64).reshape(-1, np.shape(block)[-1])
+        if shift is None:
+            shift, n, total, squares = b[0].copy(), 0, 0.0, 0.0
+        d = b - shift
+        n, total, squares = n + b.shape[0], total + d.sum(0), squares + (d * d).sum(0)
+    if not n:
+        raise VPIntegratorError("spread: no states given")
+    mean = total / n
+    std = np.sqrt(np.maximum(squares / n - mean * mean, 0.0))
+    return shift + mean, np.where(std > 0, std, 1.0)
+
+
+def offset_note(mean: np.ndarray, std: np.ndarray, what: str = "the data") -> str | None:
+    """A line when ``‖mean‖ > OFFSET_RATIO · ‖std‖`` (the states sit far from 0 against their spread): the
+    relative error ‖ẑ − z‖/‖z‖ then divides by the offset; None otherwise."""
+    m, s = float(np.linalg.norm(mean)), float(np.linalg.norm(std))
+    if not m > OFFSET_RATIO * s:
+        return None
+    return (f"note: ‖y‖ is dominated by an offset (over {what}: ‖mean‖ = {m:.4g}, {m / s:.3g}x the spread {s:.4g}): "
+            "final_rel_error and valid_time divide by it and flatter every row; read mean_nrmse and vpt")
 
 
 def relative_drift(values: np.ndarray, initial: np.ndarray | None = None, period: int | None = None) -> np.ndarray:
@@ -305,10 +368,24 @@ class TrajectoryMetricsStream:
         A time near the middle of the horizon (conditions the streaming line fit).
     threshold : float
         Relative error bounding the valid prediction time.
+    scale : ndarray, shape (dim,), optional
+        Each component's spread (``spread``): with it the NRMSE metrics (``nrmse``, ``vpt``, ``identity_nrmse``
+        in ``summary``) are kept too.
+    context : int
+        The states given to the method (its first window): the NRMSE is averaged over the steps after them,
+        and the identity map holds the last of them.
+    vpt_threshold : float
+        NRMSE bounding the valid-prediction horizon.
     """
 
     def __init__(self, system: Any, n_traj: int, t_center: float = 0.0,
-                 threshold: float = VALID_ERROR_THRESHOLD) -> None:
+                 threshold: float = VALID_ERROR_THRESHOLD, scale: np.ndarray | None = None, context: int = 1,
+                 vpt_threshold: float = VPT_THRESHOLD) -> None:
+        self.scale, self.context, self.vpt_threshold = scale, int(context), float(vpt_threshold)
+        self._k = 0  # the step of the next chunk's first state
+        self._hold: Any = None  # the identity map's state: the reference at step context - 1
+        # per trajectory: the VPT, and the sums of the method's and the identity's NRMSE over the predicted steps
+        self._vpt, self._sums = np.full(n_traj, np.nan), [np.zeros(n_traj), np.zeros(n_traj)]
         self.system: Any = system
         self.names: tuple[str, ...] = tuple(system.invariant_names)
         self.threshold = threshold
@@ -349,6 +426,7 @@ class TrajectoryMetricsStream:
             t = xp.as_tensor(t, dtype=xp.float64, device=y.device)
             if array_namespace(self._valid_time) is np:  # the first tensor: the running values move to its device
                 self._valid_time, self._final_error = as_like(self._valid_time, y), as_like(self._final_error, y)
+                self._vpt, self._sums = as_like(self._vpt, y), [as_like(v, y) for v in self._sums]
                 self._max_drift = {k: as_like(v, y) for k, v in self._max_drift.items()}
         if y_ref is not None:
             err = relative_error(y, y_ref)
@@ -357,6 +435,9 @@ class TrajectoryMetricsStream:
             first = xp.isnan(self._valid_time) & exceeded.any(1)
             self._valid_time = xp.where(first, t[first_true(exceeded)], self._valid_time)
             self._final_error = err[:, -1]
+            if self.scale is not None:
+                self._nrmse(t, y, y_ref, xp)
+        self._k += y.shape[1]
         self._last_t = t[-1]
         with np.errstate(all="ignore"):
             values = self.system.invariants(y)
@@ -374,14 +455,35 @@ class TrajectoryMetricsStream:
                 self._max_drift[name] = xp.maximum(self._max_drift[name], row_max(xp.abs(drift)))
         return out
 
+    def _nrmse(self, t: Any, y: Any, y_ref: Any, xp: Any) -> None:
+        """The NRMSE of a chunk (steps ``_k`` on): the VPT, and the sums over the predicted steps of the
+        method's NRMSE and the identity map's (the reference held at step ``context − 1``)."""
+        k0, n, c = self._k, y.shape[1], self.context
+        if self._hold is None and k0 <= c - 1 < k0 + n:
+            self._hold = copy_array(y_ref[:, c - 1 - k0 : c - k0])  # (n_traj, 1, dim)
+        e = nrmse(y, y_ref, self.scale)
+        exceeded = ~(e <= self.vpt_threshold)
+        first = xp.isnan(self._vpt) & exceeded.any(1)
+        self._vpt = xp.where(first, t[first_true(exceeded)], self._vpt)
+        a = max(c - k0, 0)  # the chunk's first predicted step
+        if a < n:
+            held = xp.broadcast_to(self._hold, y_ref[:, a:].shape)
+            self._sums = [self._sums[0] + e[:, a:].sum(1), self._sums[1] + nrmse(held, y_ref[:, a:], self.scale).sum(1)]
+
     def summary(self) -> dict[str, np.ndarray]:
         """Per-trajectory summary: ``final_rel_error``, ``valid_time``, ``max_rel_drift_<inv>``,
-        ``drift_slope_<inv>``; each an ndarray, shape (n_traj,) (NumPy also after tensor updates)."""
+        ``drift_slope_<inv>``, and with a ``scale`` ``nrmse`` and ``identity_nrmse`` (the mean NRMSE over the
+        predicted steps of the method and of the identity map) and ``vpt``; each an ndarray, shape (n_traj,)
+        (NumPy also after tensor updates)."""
         xp = array_namespace(self._valid_time)
         out = {
             "final_rel_error": copy_array(self._final_error),
             "valid_time": xp.where(xp.isnan(self._valid_time), self._last_t, self._valid_time),
         }
+        if self.scale is not None:
+            n = max(self._k - self.context, 1)
+            out.update(nrmse=self._sums[0] / n, identity_nrmse=self._sums[1] / n,
+                       vpt=xp.where(xp.isnan(self._vpt), self._last_t, self._vpt))
         for name in self.names:
             out[f"max_rel_drift_{name}"] = copy_array(self._max_drift[name])
             out[f"drift_slope_{name}"] = self._fits[name].slope()

@@ -226,6 +226,8 @@ def main(config, models, integrators, traj, fast_step, flags, set_, fail_on_blow
         click.echo(f"Errors against the {report.reference}.")
         click.echo(format_text(report.rows), nl=False)
         click.echo(_legend(report.rows))
+        for line in report.notes:  # an offset that dominates |y|; each learned row worse than the identity map
+            click.echo(line)
         click.echo(f"Rollout written to {report.out}")
         click.echo(f"Metrics table: {report.csv}, {report.markdown} and {report.latex}")
         if wp:
@@ -253,6 +255,10 @@ def _legend(rows) -> str:
     ``unknown`` when one is."""
     lines = ["final_rel_error and valid_time: the mean over the row's n_traj trajectories (inf when one failed; "
              "the work-precision table's errors are medians); drifts and log det J: the worst trajectory."]
+    if rows and "mean_nrmse" in rows[0]:
+        lines.append("mean_nrmse: the NRMSE against each component's spread over the training data, averaged over the "
+                     "predicted steps; vpt: the first time it exceeds --vpt-threshold; vs_identity: mean_nrmse over "
+                     "that of the identity map (holding the last given state), >= 1 is no better than doing nothing.")
     if any(r.get("split") == "unknown" for r in rows):
         lines.append("split unknown: no model of this run records a training split of this file (integrators "
                      "alone, or models trained on other data), so these trajectories are neither training nor "

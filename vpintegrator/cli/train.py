@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -217,10 +218,15 @@ def main(config, data, model, seq_len, flags, set_, resume, print_config, as_jso
         best = ("" if result.best_epoch == 0 else
                 f", best {monitor} {result.best_loss:.3e} at epoch {result.best_epoch}")
         still = ", still improving" if result.still_improving else ""  # the plateau rule stopped a falling trend
+        ident = (f", identity map {result.identity_loss:.3e}" if result.best_epoch and result.identity_loss > 0
+                 else "")  # the do-nothing baseline on the same score (NaN: none)
         click.echo(
             f"Trained {result.epochs} epochs ({result.steps} steps, {result.wall_time:.1f} s, stopped: "
             f"{result.stopped}{still}) on {result.device}, {result.dtype}: train_loss {result.train_loss:.3e}{best}"
+            f"{ident}"
         )
+        if result.identity_line():
+            click.echo(result.identity_line())
         click.echo(f"Run written to {shown_path(result.run_dir)}")
     if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
         exit_rank()
@@ -265,7 +271,9 @@ def _json_summary(result) -> dict[str, Any]:
                 "selected": None if result.selected is None else result.selected}
     return {**common, "kind": "run", "steps": result.steps, "train_loss": result.train_loss,
             "best_loss": result.best_loss if result.best_epoch else None, "best_epoch": result.best_epoch,
-            "monitor": getattr(result, "monitor", None)}
+            "monitor": getattr(result, "monitor", None), "identity_loss": (
+                result.identity_loss if math.isfinite(result.identity_loss) else None),
+            "worse_than_identity": result.worse_than_identity}
 
 
 def _report_ensemble(result) -> None:
@@ -276,6 +284,8 @@ def _report_ensemble(result) -> None:
         score = "-" if row["best_score"] is None else f"{row['best_score']:.3e}"
         loss = "-" if row["train_loss"] is None else f"{row['train_loss']:.3e}"
         mark = "  <- selected" if row["selected"] else ""
+        if result.members[row["member"]].worse_than_identity:
+            mark += "  (worse than the identity map)"
         click.echo(f"  member {row['member']} (seed {row['seed']}): best {score} at epoch {row['best_epoch']}, "
                    f"train loss {loss}, {row['stopped']}{mark}")
     if result.selected is None:

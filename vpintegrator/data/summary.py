@@ -37,6 +37,10 @@ def summary_row(
     """One row of the metrics table: per-trajectory values aggregated over trajectories.
 
     Columns: ``method``, ``final_rel_error`` (mean; inf if any trajectory failed), ``valid_time`` (mean),
+    where ``per_traj`` has them (a run with a spread: ``vpintegrator.metrics.nrmse``) ``mean_nrmse`` (the NRMSE
+    against each component's spread, averaged over the predicted steps, then the trajectories; inf if any
+    failed), ``vpt`` (the valid-prediction horizon at its threshold, mean) and ``vs_identity`` (``mean_nrmse`` over
+    the identity map's on the same trajectories: >= 1, no better than predicting no change),
     ``max_rel_drift_<inv>`` and ``drift_slope_<inv>`` (worst trajectory; slope in units of 1/time),
     ``max_abs_cum_log_det_J`` (worst trajectory; NaN where not computed), ``seconds_per_step`` (wall time
     of one step of the whole batch), ``n_traj``, ``failed``.
@@ -46,6 +50,11 @@ def summary_row(
     fin = np.asarray(to_numpy(per_traj["final_rel_error"]), dtype=np.float64)
     row["final_rel_error"] = float(np.mean(np.where(np.isnan(fin), np.inf, fin))) if fin.size else math.nan
     row["valid_time"] = float(np.mean(per_traj["valid_time"]))
+    if "nrmse" in per_traj:
+        mean = _failed_inf(per_traj["nrmse"])
+        row["mean_nrmse"], row["vpt"] = mean, float(np.mean(per_traj["vpt"])) if fin.size else math.nan
+        ident = _failed_inf(per_traj["identity_nrmse"])
+        row["vs_identity"] = mean / ident if ident > 0 else math.nan  # (NaN: no trajectory, or nothing moves)
     for name in invariant_names:
         d = np.asarray(per_traj[f"max_rel_drift_{name}"], dtype=np.float64)
         row[f"max_rel_drift_{name}"] = float(np.max(np.where(np.isnan(d), np.inf, d)))
@@ -59,6 +68,12 @@ def summary_row(
     row["n_traj"] = int(failed.size)
     row["failed"] = int(failed.sum())
     return row
+
+
+def _failed_inf(values: Any) -> float:
+    """The mean of per-trajectory values, inf where one is NaN (a failed trajectory); NaN for none."""
+    v = np.asarray(to_numpy(values), dtype=np.float64)
+    return float(np.mean(np.where(np.isnan(v), np.inf, v))) if v.size else math.nan
 
 
 def split_summary_rows(method: str, per_traj: Mapping[str, np.ndarray], invariant_names: Sequence[str],

@@ -22,6 +22,7 @@ from ..config import Config, key
 from ..device import check_device_name
 from ..errors import VPIntegratorError
 from ..fastpath import FAST_STEPS, check_fast_step
+from ..metrics import VPT_THRESHOLD
 from .engine import BLOWUP, CHUNK_STEPS
 
 #: first-window sources besides the classical integrators
@@ -204,6 +205,9 @@ class RolloutConfig(Config):
         Steps per chunk streamed to the file.
     blowup : float
         A state with ‖z‖ > blowup × ‖z_0‖ counts as failed.
+    vpt_threshold : float
+        The NRMSE (against each component's spread over the training data, ``vpintegrator.metrics.nrmse``) above
+        which a prediction stops being valid: the table's ``vpt`` (valid-prediction horizon). Default 0.4, dysts'.
     volume : bool or None
         Compute ``log|det J|`` of every step/window map (an extra Jacobian per step). Unset (None), it is on
         up to ``vpintegrator.rollout.plan.VOLUME_MAX_DIM`` (64) state dimensions and off above, where the
@@ -277,6 +281,8 @@ class RolloutConfig(Config):
                            help="Steps per chunk streamed to the file.")
     blowup: float = key(BLOWUP, type=float, low=0, open_low=True, expected="a number > 0",
                         help="Failure when |z| > BLOWUP x |z0|.")
+    vpt_threshold: float = key(VPT_THRESHOLD, type=float, low=0, open_low=True, expected="a number > 0",
+                               help="NRMSE above which a prediction stops being valid (the table's vpt).")
     volume: bool | None = key(None, type=bool, optional=True, show_default="on up to dim 64",
                               help="Compute log|det J| of every step/window map.")
     fast_step: str = key("auto", choices=FAST_STEPS, check=check_fast_step, flag="")

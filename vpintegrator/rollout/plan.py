@@ -29,11 +29,12 @@ import numpy as np
 from ..data.observation import Observation
 from ..errors import VPIntegratorError
 from ..jobs.executors import default_workers
+from ..metrics import VPT_THRESHOLD, offset_note, spread
 from ..protocols import SystemProtocol
 from .config import RolloutConfig, integrator_names, model_entries, use_device_engine
 from .engine import StepMap
 from .family import run_family, step_for
-from .methods import (FitSplit, Method, StepSettings, check_fit_finite, check_trained_on, fitted_rows,
+from .methods import (FitSplit, Method, StepSettings, check_fit_finite, check_trained_on, fit_split, fitted_rows,
                       fitted_rows_split, parse_model_entry, prepare_methods)
 from .observed import ObservedSystem
 from .preflight import input_files
@@ -154,8 +155,12 @@ class RolloutPlan:
         The rollout file and every file the run reads (never written over).
     steps : StepSettings
         How the models' step maps run.
-    init, blowup, chunk_steps, volume : the keys of those names (``volume`` resolved: unset, on up to
-        ``VOLUME_MAX_DIM`` dimensions; ``volume_note`` says why it is off then)
+    init, blowup, chunk_steps, volume, vpt_threshold : the keys of those names (``volume`` resolved: unset, on up
+        to ``VOLUME_MAX_DIM`` dimensions; ``volume_note`` says why it is off then)
+    spread : ndarray, shape (dim,), or None
+        Each component's standard deviation over the training data, the NRMSE's scale (``data_spread``); planned,
+        with ``table_notes`` (lines above the table: an offset that dominates ‖y‖,
+        ``vpintegrator.metrics.offset_note``).
     blocks : Blocks
         How the run is cut (``attrs`` empty and ``workers`` the key's value for a whole run).
     notes, warnings : tuple of str
@@ -203,6 +208,9 @@ class RolloutPlan:
     run_labels: tuple[str, ...] = ()
     reference_desc: str = ""
     reference_attrs: Mapping[str, str | float] = field(default_factory=dict)
+    vpt_threshold: float = VPT_THRESHOLD
+    spread: np.ndarray | None = None
+    table_notes: tuple[str, ...] = ()
 
     @property
     def t(self) -> np.ndarray:
@@ -374,6 +382,7 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
                            engine=str(config.engine), context_len=int(config.context_len),
                            context_noise=float(config.context_noise)),
         init=str(config.init), blowup=float(config.blowup), chunk_steps=int(config.chunk_steps), volume=volume,
+        vpt_threshold=float(config.vpt_threshold),
         blocks=Blocks(n_whole=n_whole, attrs=attrs, workers=config.workers,
                       index=Path(config.out) if shard is not None and write_index else None),
         volume_note=volume_note, notes=tuple(lines), warnings=tuple(warnings))
@@ -474,10 +483,47 @@ def plan_of(plan: RolloutPlan, ref_file: Trajectories) -> RolloutPlan:
                                          t_end=t0 + n_steps * dt)
     if observation is not None:
         desc += f"; observed in {observation.spec} ({', '.join(observation.names)})"
+    mean, std, source = data_spread(plan, system)
+    lines.append(f"mean_nrmse and vpt (NRMSE > {plan.vpt_threshold:g}) against each component's spread over {source}")
+    offset = offset_note(mean, std, source)
+    if offset:
+        lines.append(offset)
+        warnings.append(offset)
     return dataclasses.replace(
-        plan, data_t_end=data_t_end, system=system, t0=t0, n_steps=n_steps,
+        plan, data_t_end=data_t_end, system=system, t0=t0, n_steps=n_steps, spread=std,
         heldout_y0=heldout_y0, methods=tuple(methods), labels=labels, run_labels=run_labels, reference_desc=desc,
-        reference_attrs=ref_attrs, notes=tuple(lines), warnings=tuple(warnings))
+        reference_attrs=ref_attrs, notes=tuple(lines), warnings=tuple(warnings),
+        table_notes=(offset,) if offset else ())
+
+
+#: at most this many states of the training trajectories give the NRMSE's spread (the first trajectories)
+SPREAD_MAX_STATES = 1_000_000
+
+
+def data_spread(plan: RolloutPlan, system: Any) -> tuple[np.ndarray, np.ndarray, str]:
+    """Each component's mean and spread (``vpintegrator.metrics.spread``) over the training data, in the
+    channels the rows are scored on (``system``'s): the fitted rows' training trajectories, else those of the
+    first model whose recorded split applies to the data file, else vp-train's default split of it (every
+    trajectory of a file of fewer than 3); at most ``SPREAD_MAX_STATES`` states. (mean, std, where from)."""
+    from ..data import read_trajectories
+
+    n_file = int(plan.data_meta["n_traj"])
+    try:
+        split = plan.fit_split or fit_split(plan.splits, n_file)
+        data, idx, source = split.data or plan.data, split.train, f"the training split of {{}} ({split.source})"
+    except VPIntegratorError:  # a file too small to split
+        data, idx = plan.data, np.zeros(0, dtype=np.int64)
+    if not idx.size:
+        data, idx, source = plan.data, np.arange(n_file), "every trajectory of {}"
+    idx = idx[: max(1, SPREAD_MAX_STATES // plan.data_n_states)]
+
+    def blocks() -> Any:
+        for a in range(0, idx.size, 256):
+            y = read_trajectories(data, traj=idx[a : a + 256]).y  # (n, n_states, dim)
+            yield plan.observation.apply(y) if plan.observation is not None and y.shape[-1] != system.dim else y
+
+    mean, std = spread(blocks())
+    return mean, std, source.format(Path(data).name)
 
 
 def data_method(meta: Mapping[str, Any]) -> tuple[str, bool]:

@@ -1,5 +1,6 @@
 """What a comparison run reports: [`RolloutReport`][vpintegrator.rollout.report.RolloutReport] (the files, the table rows, the reference, the
-warnings) and ``Failure`` (a method that failed: how many trajectories, the first one, its step)."""
+warnings, the table's notes), ``Failure`` (a method that failed: how many trajectories, the first one, its step) and
+``identity_notes`` (the learned rows no better than the identity map)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RolloutReport", "Failure"]
+__all__ = ["RolloutReport", "Failure", "identity_notes", "LEARNED_KINDS"]
+
+#: the step-map kinds (``StepMap.kind``, each method's ``kind`` attribute in a rollout file) learnt from data
+LEARNED_KINDS = ("model", "fitted")
+
+
+def identity_notes(rows: list, learned: set[str] | frozenset[str]) -> list[str]:
+    """One line per table row of a ``learned`` method (a model, a fitted row: ``LEARNED_KINDS``) whose
+    ``vs_identity`` is >= 1 (inf: a failed row): its mean NRMSE over the horizon is no better than the identity
+    map's, which holds the last given state."""
+    lines = []
+    for r in rows:
+        ratio = r.get("vs_identity")
+        if r.get("method") in learned and ratio is not None and not ratio < 1.0 and ratio == ratio:
+            split = f" ({r['split']})" if r.get("split") else ""
+            lines.append(f"{r['method']}{split}: worse than the identity map over the horizon: mean NRMSE "
+                         f"{r['mean_nrmse']:.3g}, {ratio:.3g}x that of holding the last given state")
+    return lines
 
 
 class Failure(tuple):
@@ -66,6 +84,9 @@ class RolloutReport:
     reference: str = ""
     #: warning lines (a trajectory rolled out that a model trained on)
     warnings: list = field(default_factory=list)
+    #: the lines above the table (in its Markdown and LaTeX caption): an offset that dominates ‖y‖, the learned
+    #: rows worse than the identity map (``identity_notes``)
+    notes: list = field(default_factory=list)
 
     @property
     def latex(self) -> Path:

@@ -28,7 +28,7 @@ from .config import RolloutConfig, model_entries
 from .family import step_for
 from .plan import RolloutPlan, build_plan
 from .preflight import check_outputs, input_files
-from .report import Failure, RolloutReport
+from .report import LEARNED_KINDS, Failure, RolloutReport, identity_notes
 from .splits import split_rows
 from .steps import reference_step_map
 from .write import COST_REPEAT_BELOW, COST_REPEATS, Say, first_failure, root_attrs, write_method, write_reference
@@ -198,11 +198,23 @@ def write_index_if_complete(out: Path, count: int) -> tuple[list[dict], str] | N
     def write(path: Path, n: int) -> tuple[list[dict], str]:
         rows = write_rollout_index(path, n)
         reference = index_reference(path)
+        head = [f"Errors against the {reference}."] if reference else []
         write_table(rows, path.with_suffix(""), overwrite=True,
-                    caption=f"Errors against the {reference}.\n\n{COST_CAPTION}" if reference else COST_CAPTION)
+                    caption="\n\n".join([*head, *identity_notes(rows, _learned(path)), COST_CAPTION]))
         return rows, reference
 
     return index_when_complete(Path(out), count, "rollout", write)
+
+
+def _learned(path: Path) -> set[str]:
+    """The methods of a rollout file or index learnt from data (their ``kind`` attribute: ``LEARNED_KINDS``)."""
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        methods = f.get("methods", {})
+        kinds = {label: methods[label].attrs.get("kind", "") for label in methods}
+    return {label for label, kind in kinds.items()
+            if (kind.decode() if isinstance(kind, bytes) else str(kind)) in LEARNED_KINDS}
 
 
 def index_reference(path: Path) -> str:
@@ -308,11 +320,15 @@ def _write_rollouts(plan: RolloutPlan, say: Say, held: list[Any], outs: list[Pat
                 say(failure.line())
         _refuse_if_nothing_made(plan, failures)
         writer.finish(rows)
+    learned = {m.label for m in plan.methods if getattr(m.step_map, "kind", "") in LEARNED_KINDS}
+    notes = [*plan.table_notes, *identity_notes(rows, learned | {label for label, _, _ in plan.models})]
+    for line in notes[len(plan.table_notes):]:
+        say(line)
     write_table(rows, out.with_suffix(""), overwrite=overwrite,
-                caption=f"Errors against the {plan.reference_desc}.\n\n{COST_CAPTION}")
+                caption="\n\n".join([f"Errors against the {plan.reference_desc}.", *notes, COST_CAPTION]))
     stem = out.with_suffix("")
     return RolloutReport(out=out, csv=stem.with_suffix(".csv"), markdown=stem.with_suffix(".md"), rows=rows,
-                         failures=failures, reference=plan.reference_desc, warnings=list(plan.warnings))
+                         failures=failures, reference=plan.reference_desc, warnings=list(plan.warnings), notes=notes)
 
 
 def _refuse_if_nothing_made(plan: RolloutPlan, failures: dict[str, Failure]) -> None:

@@ -108,7 +108,8 @@ def write_method(writer: Any, plan: RolloutPlan, say: Say, label: str, step_map:
     n_traj, names = plan.n_traj, tuple(plan.system.invariant_names)
     T = step_map.seq_len
     init = ("reference" if T > 1 else "initial condition") if (T == 1 or plan.init == "reference") else plan.init
-    stream = TrajectoryMetricsStream(system, n_traj, t_center=0.5 * (t[0] + t[-1]))
+    stream = TrajectoryMetricsStream(system, n_traj, t_center=0.5 * (t[0] + t[-1]), scale=plan.spread, context=T,
+                                     vpt_threshold=plan.vpt_threshold)
     vol = None
     no_volume = delay_map_note(label, step_map) if plan.volume else None
     if no_volume:

@@ -56,9 +56,9 @@ from . import ddp
 from .ensemble import ENSEMBLE_STATE, EnsembleSteps, finish_ensemble, member_dir_name
 from .optim import label
 from .record import Member, plateau_trend
-from .results import EpochInfo, FitResult, TrainingInterrupted
+from .results import EpochInfo, FitResult, TrainingInterrupted, identity_record
 from .plan import SYSTEM_KEYS, Prepared, TrainPlan, prepare
-from .single import SingleSteps
+from .single import SingleSteps, window_loss
 from .strategy import Clock, StepStrategy
 from .sinks import check_logger, make_sinks
 
@@ -294,11 +294,27 @@ class Trainer:
         else:
             self.steps = SingleSteps(plan, self.record_values, dist, device, self.model, self.train_set, self.val_set,
                                      self.rollout_validator)
+        #: the identity (do-nothing) map's score as ``best_loss`` measures it (``_identity_score``), taken where a
+        #: member stops (every DDP rank there alike: the final summaries have it); NaN until then
+        self.identity_loss = math.nan
         self.last_save = time.perf_counter()
         if resume is not None:
             at = self.steps.load(resume / self.steps.resume_file, self.members)
             self.epoch, self.step, self.wall_before, self.cpu_before = at.epoch, at.step, at.wall, at.cpu
         self.steps.start()
+
+    def _identity_score(self) -> float:
+        """What the identity (do-nothing) map scores on the monitored data, as ``best_loss`` measures it: the
+        validation rollout's score holding the first window's last state, else the loss (``loss``: relative
+        or its square) of predicting every target state as its window's last input state, on the validation
+        windows (the training windows without them). Computed once (then ``identity_loss``)."""
+        if not math.isnan(self.identity_loss):
+            return self.identity_loss
+        if self.rollout_validator is not None:
+            return self.rollout_validator.identity()
+        data = self.val_set if self.val_set is not None else self.train_set
+        squared = self.plan.optim.loss == "relative_squared"
+        return window_loss(None, data, self.plan.optim.batch_size, self.dist, squared)
 
     # -- per member --------------------------------------------------------------------------------
 
@@ -371,6 +387,9 @@ class Trainer:
             "best_loss": best,
             "best_epoch": int(m.best_epoch),
             "monitor": self.stop_plan.monitor if self.val_set is not None else "train_loss",
+            # the do-nothing baseline on the same score (Trainer._identity_score), best_loss over it, and whether
+            # the model is no better than predicting no change (None where the identity map is exact or NaN)
+            **identity_record(m.best_loss, self.identity_loss),
             "lr": lr,
             "wall_time": round(wall, 3),
             "cpu_time": cpu_time,
@@ -410,6 +429,7 @@ class Trainer:
                 [float(r.get(self.score_column, math.nan)) for r in rows], self.stop_plan.min_rel_delta,
                 self.stop_plan.min_delta)
         m.epoch, m.step, m.active = self.epoch, self.step if step is None else step, False
+        self.identity_loss = self._identity_score()
         self._save_member(m, why)
         self.steps.freeze(m.k, None)
 
@@ -456,6 +476,7 @@ class Trainer:
             monitor=self.stop_plan.monitor if self.val_set is not None else "train_loss",
             stop_clock=self.stop_clock if m.stopped == "time_limit" else None, best_state=m.best_state,
             still_improving=m.still_improving if m.stopped == "early_stopping" else None,
+            identity_loss=float(self.identity_loss),
         )
 
     # -- the loop ----------------------------------------------------------------------------------
@@ -521,6 +542,7 @@ class Trainer:
             with StopRequest() as self.stop, progress_bar(show, total, self.stop_plan.time_limit or self.stop_plan.cpu_time_limit,
                                                           self.progress_unit) as bar:
                 stopped = self._loop(bar)
+            self.identity_loss = self._identity_score()
             for m in self.members:
                 if m.active:  # the others were written when they stopped
                     m.stopped = stopped

@@ -12,7 +12,18 @@ import torch
 
 from ..errors import VPIntegratorError
 
-__all__ = ["EpochInfo", "FitResult", "TrainingInterrupted"]
+__all__ = ["EpochInfo", "FitResult", "TrainingInterrupted", "identity_record"]
+
+
+def identity_record(best: float, identity: float) -> dict[str, Any]:
+    """``summary.json``'s identity baseline: ``identity_loss`` (the do-nothing map's score, as ``best_loss``
+    measures it), ``vs_identity`` (best over it) and ``worse_than_identity`` (``vs_identity >= 1``; None where
+    either is not finite or the identity map is exact, e.g. targets equal to inputs: no baseline)."""
+    usable = math.isfinite(identity) and identity > 0
+    ratio = best / identity if usable and math.isfinite(best) else math.nan
+    return {"identity_loss": identity if math.isfinite(identity) else None,
+            "vs_identity": ratio if math.isfinite(ratio) else None,
+            "worse_than_identity": bool(ratio >= 1.0) if math.isfinite(ratio) else None}
 
 
 @dataclass(frozen=True)
@@ -90,6 +101,8 @@ class FitResult:
     still_improving: bool | None = None
     #: the best epoch's weights (None where this invocation did not judge it: a resumed run's is in best.pt)
     best_state: dict[str, torch.Tensor] | None = field(default=None, repr=False, compare=False)
+    #: the identity (do-nothing) map's score on the data ``best_loss`` is measured on, by the same score (NaN: none)
+    identity_loss: float = math.nan
 
     @classmethod
     def of_ensemble(cls, run_dir: Path | None, seeds: list[int], members: list[FitResult], selected: int | None,
@@ -107,7 +120,22 @@ class FitResult:
             n_params=ref.n_params, device=device, dtype=dtype, stopped=stopped, history=ref.history,
             monitor=monitor, members=list(members), seeds=list(seeds), selected=selected,
             table=list(table or []), stop_clock=ref.stop_clock if stopped == "time_limit" else None,
+            identity_loss=ref.identity_loss,
         )
+
+    @property
+    def worse_than_identity(self) -> bool | None:
+        """Whether ``best_loss`` is no better than the identity map's (``identity_record``; None: no baseline)."""
+        return identity_record(self.best_loss, self.identity_loss)["worse_than_identity"]
+
+    def identity_line(self) -> str | None:
+        """The one line that says a model is worse than the identity map (None when it is not, or no baseline)."""
+        if not self.worse_than_identity:
+            return None
+        return (f"Worse than the identity map: best {self.monitor} {self.best_loss:.3e} is "
+                f"{self.best_loss / self.identity_loss:.3g}x the {self.identity_loss:.3e} of predicting no change "
+                "(each window's last state): the model has not learnt the step (coordinates far from 0 or badly "
+                "scaled? centre and scale the data, or check dt)")
 
     @property
     def is_ensemble(self) -> bool:

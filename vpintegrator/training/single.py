@@ -40,17 +40,20 @@ __all__ = ["SingleSteps", "Unrolled", "unrolled", "window_loss"]
 
 
 @torch.no_grad()
-def window_loss(model: torch.nn.Module, dataset, batch_size: int, dist: ddp.DistInfo | None = None,
+def window_loss(model: torch.nn.Module | None, dataset, batch_size: int, dist: ddp.DistInfo | None = None,
                 squared: bool = False) -> float:
     """The reference loss ``‖pred − target‖_F / ‖target‖_F`` over every window of ``dataset`` (or its square).
 
     Numerator and denominator are summed in float64 over batches of ``batch_size`` windows (split across
-    DDP ranks and all-reduced); NaN for no dataset. The model is left in training mode.
+    DDP ranks and all-reduced); NaN for no dataset. The model is left in training mode. ``model = None``
+    scores the identity (do-nothing) map: every target state predicted as the window's last input state.
     """
     if dataset is None:
         return math.nan
     dist = dist or ddp.DistInfo()
     device = dataset.y.device
+    if model is None:
+        model = _Identity()
     model.eval()
     n = torch.zeros((), dtype=torch.float64, device=device)
     d = torch.zeros((), dtype=torch.float64, device=device)
@@ -68,6 +71,14 @@ def window_loss(model: torch.nn.Module, dataset, batch_size: int, dist: ddp.Dist
     model.train()
     stats = ddp.all_reduce(torch.stack([n, d]), dist)
     return float(stats[0] / stats[1] if squared else torch.sqrt(stats[0] / stats[1]))
+
+
+class _Identity(nn.Module):
+    """The do-nothing map of ``window_loss``: (batch, seq_len, dim) -> (batch, 1, dim), the last input state,
+    which the loss broadcasts over the target's ``pred_window`` states."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, -1:]
 
 
 class SingleSteps:

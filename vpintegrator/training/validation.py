@@ -123,6 +123,11 @@ class RolloutValidator:
             score = score + self.drift_weight * drift.mean(-1)
         return score
 
+    def identity(self) -> float:
+        """The score of the identity (do-nothing) map: every predicted state the last of the first window."""
+        T, total = self.seq_len, self.ref.shape[1]
+        return float(self.score(self.ref[:, T - 1 : T].expand(-1, total - T, -1).double(), self.ref))
+
     def __call__(self, model: torch.nn.Module) -> float:
         ref = self._ref(next(iter(model.parameters())))
         T, P, total = self.seq_len, self.pred_window, ref.shape[1]
