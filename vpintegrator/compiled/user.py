@@ -185,6 +185,7 @@ def _source_hash(cls: type) -> str:
     """sha256 of the sources the compiled code inlines: the class's module file (else its source) and each helper's."""
     h = hashlib.sha256(f"{cls.__module__}:{cls.__qualname__}:{cls.dim}".encode())
     for obj in (cls, *getattr(cls, "field_helpers", ())):
+        obj = getattr(obj, "py_func", obj)  # a helper jitted already (dysts' right-hand sides): its Python source
         try:
             path = inspect.getsourcefile(obj)
             h.update(open(path, "rb").read() if path else inspect.getsource(obj).encode())
