@@ -448,7 +448,8 @@ def load_model(path: str | os.PathLike[str], map_location: Any = "cpu", hparams:
         ``vp-train`` also gives ``model.training_split`` (``{"train", "val", "test"}`` trajectory indices) and
         ``model.training_split_data`` (what identifies those trajectories), and ``model.trained_on``
         (``{"dt", "system", "system_params", "parametric", "observation"}`` of its training data; vp-rollout
-        checks them; ``observation``: what it saw of the state, ``vpintegrator.data.observation``, None for all);
+        checks them; ``observation``: what it saw of the state, ``vpintegrator.data.observation``, None for all;
+        ``normalisation``: the coordinates it steps in, ``vpintegrator.models.normalise``, where recorded);
         a model fine-tuned from another (``init_from``) also gives ``model.training_ancestors`` (per ancestor,
         nearest first, ``{"source", "split", "split_data"}``: what it trained on; vp-rollout labels their
         trajectories ``ancestor_seen``);
@@ -501,10 +502,16 @@ def load_model(path: str | os.PathLike[str], map_location: Any = "cpu", hparams:
         model.training_split_data = payload.get("split_data") if isinstance(payload.get("split_data"), dict) else None
     if isinstance(payload.get("ancestors"), list):  # fine-tuned (init_from): what the models it started from saw
         setattr(model, "training_ancestors", [a for a in payload["ancestors"] if isinstance(a, dict)])
-    trained_on = {k: payload[k] for k in ("dt", "system", "system_params", "parametric", "observation")
-                  if k in payload}
+    trained_on = {k: payload[k] for k in ("dt", "system", "system_params", "parametric", "observation",
+                                          "normalisation") if k in payload}
     if "dt" in trained_on or "system" in trained_on:  # vp-train's record of its data (older files have none)
         setattr(model, "trained_on", trained_on)
+        from .normalise import model_normalisation
+
+        norm = model_normalisation(model)  # a malformed record: one line here, not at the first rollout
+        if norm is not None and norm.dim != int(getattr(model, "dim", norm.dim)):
+            raise VPIntegratorError(f"model file {file}: its normalisation has {norm.dim} components, the model "
+                                    f"dim {getattr(model, 'dim')}; the file is corrupt: train it again")
     setattr(model, "source_file", str(file))
     return model.eval()
 

@@ -12,6 +12,9 @@ Every layer is the time-1 flow of a Hamiltonian for the Lie–Poisson structure 
 rotation of each state) and preserves volume in ℝ^{3T}. ``preserves`` says so; the audits of
 [`vpintegrator.testing`][vpintegrator.testing] check it. Every model also has the exact inverse (``inverse``: the layers'
 flows backwards, in reverse order).
+
+The conjugation they admit is one uniform scale z ↦ a z without a shift (``vpintegrator.models.normalise``,
+rule ``uniform``): it keeps the Casimir's level sets and the linear bracket up to the factor a.
 """
 
 from __future__ import annotations

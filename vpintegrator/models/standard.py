@@ -1,4 +1,8 @@
-"""The paper's standard-transformer baseline (GML ``StandardTransformerIntegrator``)."""
+"""The paper's standard-transformer baseline (GML ``StandardTransformerIntegrator``).
+
+It keeps nothing by construction, so training's normalisation (``vpintegrator.models.normalise``) may scale
+and shift each component (rule ``affine``), outside the network.
+"""
 
 from __future__ import annotations
 

@@ -7,6 +7,11 @@ states) for the transformer — except with ``attention_activation="vector_softm
 GML's combination that is not (see ``vpintegrator.nn.symplectic_attention``).
 
 Layer orders and defaults follow GML ``src/architectures/sympnet.jl`` and ``symplectic_transformer.jl``.
+
+Conjugations they admit: a shift and conformally symplectic per-pair scales, q_i ↦ a_i q_i, p_i ↦ c_i p_i with
+a_i c_i the same for every pair (Aᵀ J A = λ J, so A⁻¹ DΦ A stays symplectic); training's normalisation
+(``vpintegrator.models.normalise``, rule ``symplectic``) fits those, outside the network, which has no
+normalisation layer. Independent per-component scales would break symplecticity.
 """
 
 from __future__ import annotations
@@ -214,8 +219,8 @@ class SymplecticTransformer(nn.Module):
         SymplecticAttentionQ; n_sympnet gradient layers; SymplecticAttentionP; n_sympnet gradient layers
 
     each block of gradient layers alternating Q, P, Q, ... (P, Q, ... when ``init_upper`` is false), all with
-    hidden width h = upscaling_dimension / 2. No residual connection, no normalisation, no positional
-    encoding. Symplectic on ℝ^{T·dim} except with ``attention_activation="vector_softmax"`` and
+    hidden width h = upscaling_dimension / 2. No residual connection, no normalisation layer (training
+    may normalise the states: ``vpintegrator.models.normalise``), no positional encoding. Symplectic on ℝ^{T·dim} except with ``attention_activation="vector_softmax"`` and
     ``symmetric=True`` (GML allows that combination; it is not symplectic).
 
     Parameters: ``L·(2 n_A + 2 n_sympnet·h·(n + 2))`` with n_A = n(n+1)/2 (symmetric) or n² (arbitrary);

@@ -1,4 +1,9 @@
-"""The volume-preserving architectures: the VP feed-forward network and the VP transformer (GML)."""
+"""The volume-preserving architectures: the VP feed-forward network and the VP transformer (GML).
+
+Conjugations they admit: any invertible affine map y = A (x − b) keeps volume preservation (the Jacobian
+A⁻¹ DΦ A has det DΦ), so training's normalisation (``vpintegrator.models.normalise``, rule ``affine``)
+scales and shifts each component; it is applied outside the network, which has no normalisation layer.
+"""
 
 from __future__ import annotations
 
@@ -266,8 +271,8 @@ class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
     """The volume-preserving transformer (GML ``VolumePreservingTransformer``).
 
     L × [VolumePreservingAttention(dim, skew_sym), VolumePreservingFeedForward(dim, n_blocks, n_linear)],
-    each feed-forward part with its final linear pair (as GML's Chain); no upscaling, no normalisation,
-    no residual around the attention. Maps a window X[i:i+T] to X[i+T:i+2T] (T = seq_len = pred_window).
+    each feed-forward part with its final linear pair (as GML's Chain); no upscaling, no normalisation layer
+    (training may normalise the states: ``vpintegrator.models.normalise``), no residual around the attention. Maps a window X[i:i+T] to X[i+T:i+2T] (T = seq_len = pred_window).
     Volume preserving on ℝ^{T·dim} when ``skew_sym=True``.
 
     Parameters: L·(n_A + n_VPFF), n_A = d(d−1)/2 (skew) or d² (arbitrary); paper config (d 3, T 3,

@@ -83,7 +83,8 @@ class DeviceStepper:
         self.step_map = step_map
         self.seq_len, self.advance = step_map.seq_len, step_map.advance
         self.device = step_map.device
-        w = torch.as_tensor(np.asarray(window0, dtype=np.float64))
+        # in the model's coordinates (its normalisation, ModelStep.to_model); produce_into maps them back
+        w = torch.as_tensor(step_map.to_model(np.asarray(window0, dtype=np.float64)))
         self.init = w.to(device=self.device, dtype=step_map.dtype)  # (n_traj, seq_len, dim)
         self.window = self.init.clone()  # the graph's static input: always updated in place
         self.fn, self.runner = step_map.model, "eager"
@@ -161,7 +162,8 @@ class DeviceStepper:
         for _ in range(calls):
             stage.put(self.call())
         with torch.no_grad():
-            out.copy_(stage.head(n))
+            head = stage.head(n)
+            out.copy_(head if self.step_map.normalisation is None else self.step_map.from_model(head.to(out.dtype)))
         stage.drop(n)
 
     def restart(self, rows) -> None:

@@ -167,6 +167,13 @@ class ModelStep(StepMap):
         of the paper models at batch 1 against ~200-500 µs for torch, the same numbers to rounding (≤ 1e-12
         per call, checked against the model on the first window; otherwise, without numba, and for other
         models or layers, dtypes or devices, torch runs it). 0 turns it off.
+
+    Notes
+    -----
+    A model trained on normalised states (``vpintegrator.models.normalise``: its ``trained_on["normalisation"]``
+    y = A (x − b)) steps in them: ``start`` maps the first window in, ``generate`` maps the states out (in
+    float64, outside every runner), ``log_abs_det_jacobian`` maps its windows in (det(A⁻¹ DΦ A) = det DΦ).
+    Without one nothing is mapped and the numbers are those of the model itself.
     """
 
     kind = "model"
@@ -219,11 +226,22 @@ class ModelStep(StepMap):
         self._compiled = None  # CompiledModel while the numba runner is in use
         self._runner = "eager"
         self.name = str(getattr(model, "config", {}).get("name", type(model).__name__.lower()))
+        from ..models.normalise import model_normalisation
+
+        self.normalisation = model_normalisation(model)  # None: the model steps in the data's coordinates
+
+    def to_model(self, x: Any) -> Any:
+        """States (..., dim) (NumPy or tensor) in the model's coordinates (its normalisation; else ``x`` itself)."""
+        return x if self.normalisation is None else self.normalisation.to_model(x)
+
+    def from_model(self, y: Any) -> Any:
+        """States (..., dim) of the model's coordinates back in the data's (the inverse of ``to_model``)."""
+        return y if self.normalisation is None else self.normalisation.from_model(y)
 
     def start(self, window0: np.ndarray, limit: np.ndarray | None) -> None:
         import torch
 
-        w = torch.as_tensor(np.asarray(window0, dtype=np.float64))
+        w = torch.as_tensor(self.to_model(np.asarray(window0, dtype=np.float64)))
         self._init = w.to(device=self.device, dtype=self.dtype)  # (n_traj, seq_len, dim)
         self._ctx = self._init.clone()
         self._fn, self._runner = self.model, "eager"
@@ -291,7 +309,7 @@ class ModelStep(StepMap):
                     buf[:, pos : pos + P] = model(buf[:, pos - T : pos])  # (n_traj, P, dim)
                     pos += P
             self._ctx = buf[:, pos - T : pos].clone()
-            return buf[:, T : T + n].to(device="cpu", dtype=torch.float64, copy=True).numpy()
+            return self.from_model(buf[:, T : T + n].to(device="cpu", dtype=torch.float64, copy=True).numpy())
 
     def _generate_compiled(self, n):
         """[`generate`][vpintegrator.rollout.steps.ModelStep.generate] by the numba kernel: all calls of the block in compiled code, row after row."""
@@ -299,7 +317,7 @@ class ModelStep(StepMap):
         n_calls = -(-n // adv)
         out = np.empty((self._ctx_np.shape[0], n_calls * adv, self.dim))
         self._compiled.run_rows(self._ctx_np, n_calls, self.overlap, out)  # advances _ctx_np in place
-        return out[:, :n]
+        return self.from_model(out[:, :n])
 
     def reset(self, rows: np.ndarray) -> None:
         import torch
@@ -314,7 +332,7 @@ class ModelStep(StepMap):
         from ..metrics import window_log_det_jacobian
 
         chunk = VOLUME_CHUNK_CUDA if self.device.type == "cuda" else VOLUME_CHUNK_CPU
-        return window_log_det_jacobian(self.volume_model(), windows, overlap=self.overlap, chunk=chunk)
+        return window_log_det_jacobian(self.volume_model(), self.to_model(windows), overlap=self.overlap, chunk=chunk)
 
     def volume_model(self):
         """The copy of the model (``volume_dtype``, no gradients) whose Jacobian measures the volume."""

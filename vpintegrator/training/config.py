@@ -28,6 +28,9 @@ from ..device import check_device_name
 from ..errors import VPIntegratorError
 from ..fastpath import FAST_STEPS as _FAST_STEPS, check_fast_step
 
+#: the values of ``normalise`` (``vpintegrator.models.normalise.NORMALISE_MODES``; written here, torch-free)
+NORMALISE_MODES = ("auto", "on", "off", "affine", "symplectic", "uniform")
+
 __all__ = ["TrainConfig", "merge_overrides", "DTYPES", "MONITORS", "SCHEDULE_PER", "RESUMABLE_KEYS", "OPTIMIZERS",
            "SCHEDULERS", "FAST_STEPS", "list_optimizers", "list_schedulers"]
 
@@ -364,6 +367,18 @@ class TrainConfig(Config):
         observation); the model's ``dim`` is the observed one. The observation is recorded in every checkpoint
         (``trained_on["observation"]``) and ``summary.json``; ``vp-rollout`` rolls the model out on the same
         observation and refuses another. Left out: the whole state.
+    normalise : str
+        Train and roll out in normalised coordinates y = A (x − b) (A diagonal, b and diag(A) fitted on the
+        training split): auto, on, off, or a rule: affine, symplectic, uniform. Each model kind gets the
+        conjugation its structure admits (``vpintegrator.models.normalise``: volume-preserving and plain
+        models per-component scale and shift; symplectic ones a shift and conformally symplectic per-pair scales;
+        Lie–Poisson ones, and a model that does not say what it keeps, one scale and no shift). ``auto``: only
+        where the coordinates need it (a component's |mean| above 10 standard deviations, or a spread outside
+        [0.01, 100]); ``on``: always; a rule the model's structure does not admit is refused. The losses (and
+        the ``val_rollout`` score) are then those of the normalised states; ``summary.json`` and every
+        checkpoint record what was applied (``normalisation``: ``rule``, ``shift`` b, ``scale`` diag(A)) or why
+        not, and ``vp-rollout`` steps the model in its coordinates. Context models and learned vector fields
+        are not normalised.
     step : float, optional
         Train at this step Δ: every (Δ / dt)-th state of the data (dt the data's step; Δ a multiple of it, else
         one line). The model's step is Δ. Default: the data's step.
@@ -440,6 +455,7 @@ class TrainConfig(Config):
     finetune_lr: float | None = key(None, type=float, low=0, open_low=True, optional=True, show_default="lr_min",
                                     expected="a finite number > 0 (the learning rate with init_from)")
     observe: str | None = key(None, optional=True, check=_check_observe, metavar="SPEC", show_default="the whole state")
+    normalise: str = key("auto", choices=NORMALISE_MODES, metavar="MODE")
     step: float | None = key(None, type=float, low=0, open_low=True, optional=True, metavar="DT",
                              expected="a finite number > 0 (a multiple of the data's step)",
                              show_default="the data's step")

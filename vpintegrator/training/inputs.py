@@ -150,7 +150,7 @@ def prepare_objects(plan: TrainPlan, model: Any, train: Any, val: Any, device: t
     if isinstance(train, Trajectories) and val is None:
         check_windows_fit(name, seq_len, target_len, train.n_states, "train")
         train_set, val_set, validator, info = window_sets(plan, train, [], seq_len, pred_window, device, full=full,
-                                                          observation=observation)
+                                                          observation=observation, model=models[0], name=name)
         return Prepared(models, name, record, train_set, val_set, validator, info)
 
     def windows(value, what):
@@ -166,6 +166,10 @@ def prepare_objects(plan: TrainPlan, model: Any, train: Any, val: Any, device: t
                 f"{pred_window}, unroll = {cut.unroll}); cut windows of those lengths", key=what)
         return TensorWindows(x, target)
 
+    if cut.normalise not in ("auto", "off"):  # (auto: the raw states, as given)
+        raise VPIntegratorError(f"normalise = {cut.normalise!r}: fitted on a training split of Trajectories; give "
+                                "train alone as Trajectories (split by val_fraction), or normalise the windows "
+                                "yourself and set normalise = 'off'", key="normalise")
     train_set = windows(train, "train")
     val_set = windows(val, "val") if val is not None else None
     validator = None

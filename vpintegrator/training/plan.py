@@ -41,6 +41,7 @@ class DataPlan:
     unroll: int
     observe: str | None = None
     step: float | None = None  # train at this step: every (step / dt)-th state of the data (``subsample``)
+    normalise: str = "auto"  # the conjugation the model trains and rolls out in (``normalised``)
 
 
 @dataclass(frozen=True)
@@ -208,7 +209,7 @@ def build_plan(config: TrainConfig | dict[str, Any] | str | os.PathLike[str] | N
     return TrainPlan(
         data=DataPlan(tuple(str(p) for p in cfg.data), cfg.split_by, float(cfg.val_fraction),
                       float(cfg.test_fraction), int(cfg.split_seed), int(cfg.stride), int(cfg.unroll),
-                      cfg.observe, None if cfg.step is None else float(cfg.step)),
+                      cfg.observe, None if cfg.step is None else float(cfg.step), cfg.normalise),
         model=ModelPlan(dict(cfg.model), cfg.init_from, float(cfg.init_scale)),
         optim=OptimPlan(cfg.optimizer, dict(cfg.optimizer_kwargs), float(cfg.lr), cfg.learning_rates(),
                         cfg.fine_tunes, cfg.fine_tunes and cfg.finetune_lr is None, cfg.scheduler,
@@ -279,6 +280,8 @@ def resumed(run_dir: Path, given: dict[str, Any] | None, overrides: dict[str, An
     seeded_split = "split_seed" not in keys
     if seeded_split:  # a run made when seed drew the split: it resumes with its own split
         saved = saved.replace(split_seed=saved.seed)
+    if "normalise" not in keys:  # a run made before normalisation trained on the raw states: it goes on so
+        saved = saved.replace(normalise="off")
     missing = [p for p in saved.data if not str(p).startswith("<") and not Path(p).exists()]  # "<in memory>": fit's check
     if missing:
         raise VPIntegratorError(
@@ -596,18 +599,72 @@ def observed_data(cut: DataPlan, data, where: str):
     return observe_trajectories(data, observation), data, observation
 
 
+def normalised(plan: TrainPlan, model, name: str, train_states):
+    """``(normalisation or None, record)``: the conjugation ``plan.data.normalise`` gives ``model``
+    (``vpintegrator.models.normalise.resolve_normalisation``) on the training split's ``train_states``; with
+    ``init_from``, the one its model steps in (a model fine-tuned in other coordinates would start from weights
+    that mean something else). ``record`` goes to ``summary.json`` and every checkpoint (``normalisation``);
+    one log line says what was applied, or why not."""
+    import logging
+
+    from ..models.normalise import Normalisation, resolve_normalisation
+
+    mode, stop = plan.data.normalise, plan.stop
+    if plan.model.init_from is not None:
+        from ..models import load_checkpoint
+
+        parent = load_checkpoint(plan.model.init_from).get("normalisation")
+        if isinstance(parent, dict) and parent.get("applied"):
+            if mode == "off":
+                raise VPIntegratorError(f"normalise = 'off': init_from {plan.model.init_from} steps in normalised "
+                                        f"coordinates ({Normalisation.from_record(parent).describe()}); leave "
+                                        "normalise at 'auto' to fine-tune in them", key="normalise")
+            norm, record = Normalisation.from_record(parent), {**parent, "mode": mode,
+                                                                "reason": f"from init_from {plan.model.init_from}"}
+        elif mode not in ("auto", "off"):
+            raise VPIntegratorError(f"normalise = {mode!r}: init_from {plan.model.init_from} was trained on the raw "
+                                    "states; fine-tune with normalise = 'auto' or 'off' (or train afresh)",
+                                    key="normalise")
+        else:
+            norm, record = None, {"mode": mode, "applied": False,
+                                  "reason": f"init_from {plan.model.init_from} was trained on the raw states"}
+    else:
+        norm, record = resolve_normalisation(mode, model, train_states, f"model {name}")
+    if norm is not None and stop.monitor == "val_rollout" and stop.rollout_drift_weight > 0:
+        why = "val_rollout_drift_weight > 0 scores the system's invariants, which need the raw states"
+        if mode != "auto":
+            raise VPIntegratorError(f"normalise = {mode!r}: {why}; set val_rollout_drift_weight = 0 or normalise = "
+                                    "'off'", key="normalise")
+        norm, record = None, {"mode": mode, "applied": False, "reason": why}
+    text = f"normalise {mode}: " + (f"applied {norm.describe()} ({record['reason']})" if norm is not None
+                                    else f"not applied: {record['reason']}")
+    quiet = norm is None and record["reason"] in ("the training states are unit-scale", "normalise = 'off'")
+    logging.getLogger(__name__).log(logging.DEBUG if quiet else logging.INFO, text)
+    return norm, record
+
+
 def window_sets(plan: TrainPlan, data, data_paths: list[str], seq_len: int, pred_window: int, device, *, full=None,
-                observation=None):
+                observation=None, model=None, name: str = "model"):
     """``(train_set, val_set or None, rollout_validator or None, data_info)``: windows over the
     trajectory split (``plan.data.split_seed``, never ``plan.seed``; the test trajectories get no window), the validation rollout when
     ``monitor = "val_rollout"``, and the data summary for ``summary.json`` (with ``split``, see
     ``split_record``). The windows' targets span ``plan.data.unroll`` model windows. On observed data
-    (``observed_data``), ``full`` is the data as read and ``observation`` what training sees of it."""
+    (``observed_data``), ``full`` is the data as read and ``observation`` what training sees of it. With
+    ``model`` (the first member; ``name`` its name), the windows and the validation rollout are in the
+    coordinates ``normalised`` chooses for it (``data_info["normalisation"]`` says which)."""
     from ..data.windows import WindowDataset, states_tensor
 
     cut, stop = plan.data, plan.stop
-    y = states_tensor(data, plan.dtype, device)  # (n_traj, n_states, dim), shared by both window sets
     train_idx, val_idx, test_idx, split_by = trajectory_split(cut, data)
+    norm, norm_record = None, None
+    if model is not None:
+        train_states = np.asarray(data.y)[train_idx] if cut.normalise != "off" else None
+        norm, norm_record = normalised(plan, model, name, train_states)
+    if norm is None:
+        y = states_tensor(data, plan.dtype, device)  # (n_traj, n_states, dim), shared by both window sets
+    else:  # mapped in float64, then cast: the windows hold the normalised states
+        y = torch.as_tensor(norm.to_model(np.asarray(data.y, dtype=np.float64)), dtype=plan.torch_dtype,
+                            device=device)
     target = pred_window * cut.unroll
     train_set = WindowDataset(y, seq_len, target, cut.stride, train_idx)
     val_set = WindowDataset(y, seq_len, target, cut.stride, val_idx) if len(val_idx) else None
@@ -623,10 +680,14 @@ def window_sets(plan: TrainPlan, data, data_paths: list[str], seq_len: int, pred
             8.0 * states * (3 + 2 * members),
             f"validation rollouts of val_rollout_steps = {stop.rollout_steps} steps from {len(val_idx)} "
             f"trajectories", "give a smaller val_rollout_steps (or a smaller val_fraction)", key="val_rollout_steps")
-        # on observed data, the reference is continued in the full state (where the file has it), then observed
+        # on observed data, the reference is continued in the full state (where the file has it), then observed;
+        # a normalised model is scored in its coordinates (the reference mapped in after the observation)
+        observe = None if full is None or observation is None else observation.apply
+        if norm is not None:
+            observe = norm.to_model if observe is None else (lambda y, first=observe: norm.to_model(first(y)))
         validator = RolloutValidator((data if full is None else full).select(traj=val_idx), stop.rollout_steps,
                                      seq_len, pred_window, stop.rollout_error, stop.rollout_drift_weight,
-                                     observe=None if full is None or observation is None else observation.apply)
+                                     observe=observe)
     info = {
         "sources": data_paths,
         "system": data.meta.get("system"),
@@ -643,12 +704,14 @@ def window_sets(plan: TrainPlan, data, data_paths: list[str], seq_len: int, pred
         "split_seed": int(cut.split_seed),
         **({"split_by": split_by} if split_by is not None else {}),
         **system_record(data, observation),
+        **({} if norm_record is None else {"normalisation": norm_record}),
     }
     return train_set, val_set, validator, info
 
 
-#: the keys of ``system_record``: what a checkpoint and ``summary.json`` say the model was trained on
-SYSTEM_KEYS = ("dt", "system", "system_params", "parametric", "observation")
+#: the keys of ``system_record`` and the coordinates (``normalised``): what a checkpoint and ``summary.json`` say the
+#: model was trained on (``model.trained_on``)
+SYSTEM_KEYS = ("dt", "system", "system_params", "parametric", "observation", "normalisation")
 
 
 def _plain(value: Any) -> Any:
@@ -766,7 +829,7 @@ def prepare(plan: TrainPlan, device: torch.device) -> Prepared:
     extra = {"seeds": list(seeds), "ensemble": len(seeds)} if plan.ensemble else {}
     record = resolved_record(plan, data_paths, models[0], name, **extra)
     train_set, val_set, validator, info = window_sets(plan, data, data_paths, seq_len, pred_window, device, full=full,
-                                                      observation=observation)
+                                                      observation=observation, model=models[0], name=name)
     if plan.model.init_from is not None:  # the split travels with the weights: the ancestors' trajectories
         info["ancestors"] = ancestry(plan.model.init_from)
     return Prepared(models, name, record, train_set, val_set, validator, info)

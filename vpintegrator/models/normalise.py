@@ -1,0 +1,255 @@
+"""Normalisation that keeps a model's structure: the affine conjugation y = A (x − b), A diagonal.
+
+A model Φ trained on normalised states y acts on the states x of the data as
+
+    x ↦ b + A⁻¹ Φ(A (x − b))        (each state of a window mapped alike),
+
+whose Jacobian is A⁻¹ DΦ A. ``b`` (``shift``) and ``diag(A)`` (``scale``) are fitted on the training
+split's states (mean m, standard deviation σ per component, σ floored at 1e-3 · max σ so that a
+component at rest is not blown up). What the conjugation keeps depends on A and b, so each model kind gets
+the rule its structure admits (``model.preserves``, [`model_preserves`][vpintegrator.models.model_preserves]):
+
+- ``affine`` (volume-preserving models: vpff, vpt, delay_vpff; and models that claim nothing: st, gru,
+  lru, ...): a_i = 1/σ_i, b = m. det(A⁻¹ DΦ A) = det DΦ: any invertible affine map keeps volume
+  preservation (and time symmetry, Φ_{−τ} = Φ_τ⁻¹).
+- ``symplectic`` (symplectic models on x = (q, p): la_sympnet, g_sympnet, symplectic_transformer): b = m;
+  per pair (q_i, p_i) a_i = r_i / s, c_i = 1 / (r_i s), r_i = sqrt(σ(p_i)/σ(q_i)), s the geometric mean
+  of sqrt(σ(q_i) σ(p_i)). a_i c_i = 1/s² for every pair, so Aᵀ J A = J / s² and M = A⁻¹ DΦ A has
+  Mᵀ J M = J exactly (a per-component affine map would not: it is symplectic only conformally per pair).
+- ``uniform`` (Lie–Poisson models: lpnet, lp_transformer, ``casimir`` or ``poisson`` in ``preserves``; and
+  a model that does not say what it keeps, no ``preserves``: the safest rule): A = a·I, b = 0,
+  a = 1/RMS(x). ‖y‖² = a²‖x‖² keeps the Casimir's level sets, and the bracket, linear in z, only changes
+  by the factor a (a Poisson map stays one); a shift or per-component scales would break both.
+
+The switch (``vp-train --normalise``, the config key ``normalise``): ``off``; ``on`` (the model's rule);
+``auto`` (the default: the model's rule where the coordinates need it, see
+[`coordinates_need`][vpintegrator.models.normalise.coordinates_need], else off: the package's unit-scale
+arenas are unchanged); or a rule by name, refused in one line where it would break the model's structure.
+Context models and learned vector fields (their rollout steps do not take a conjugation) are never normalised.
+A model file records the normalisation (``trained_on["normalisation"]``: ``rule``, ``shift``, ``scale``);
+[`ModelStep`][vpintegrator.rollout.steps.ModelStep] maps the first window in and the states out, so every
+runner (eager, ``torch.compile``, numba, the device engine) steps the model in its own coordinates. A file
+without one (every file before this) rolls out exactly as before.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import VPIntegratorError
+
+__all__ = ["Normalisation", "NORMALISE_MODES", "NORMALISE_RULES", "structure_rule", "fit_normalisation",
+           "coordinates_need", "resolve_normalisation", "model_normalisation"]
+
+#: the conjugations, from the most to the least freedom (module docstring)
+NORMALISE_RULES = ("affine", "symplectic", "uniform")
+#: the values of the config key ``normalise``
+NORMALISE_MODES = ("auto", "on", "off") + NORMALISE_RULES
+#: what each rule may be forced on: a rule admits the ones after it in this table (fewer freedoms)
+_ADMITS = {"affine": NORMALISE_RULES, "symplectic": ("symplectic", "uniform"), "uniform": ("uniform",)}
+#: ``auto`` normalises where a component's |mean| exceeds this many (floored) standard deviations
+OFFSET_RATIO = 10.0
+#: ... or the spread of the states lies outside this range
+SCALE_RANGE = (1e-2, 1e2)
+#: standard deviations are floored at this fraction of the largest (a component at rest keeps scale ~1/that)
+STD_FLOOR = 1e-3
+
+
+@dataclass(frozen=True)
+class Normalisation:
+    """The conjugation y = A (x − b): ``shift`` b and ``scale`` diag(A) per component, and the ``rule`` they
+    were fitted by (``NORMALISE_RULES``)."""
+
+    rule: str
+    shift: tuple[float, ...]
+    scale: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if self.rule not in NORMALISE_RULES:
+            raise VPIntegratorError(f"normalisation rule {self.rule!r}: expected one of {', '.join(NORMALISE_RULES)}")
+        if len(self.shift) != len(self.scale) or not self.scale:
+            raise VPIntegratorError(f"normalisation: shift has {len(self.shift)} components, scale {len(self.scale)}; "
+                                    "give one of each per state component")
+        if not all(math.isfinite(v) for v in self.shift) or not all(math.isfinite(v) and v > 0 for v in self.scale):
+            raise VPIntegratorError("normalisation: shift must be finite and scale finite and > 0 per component")
+
+    @property
+    def dim(self) -> int:
+        return len(self.scale)
+
+    def _params(self, x: Any) -> tuple[Any, Any]:
+        if isinstance(x, np.ndarray):
+            return np.asarray(self.shift), np.asarray(self.scale)
+        import torch
+
+        kw = {"dtype": x.dtype, "device": x.device}
+        return torch.tensor(self.shift, **kw), torch.tensor(self.scale, **kw)
+
+    def to_model(self, x: Any) -> Any:
+        """y = (x − b) · a for states x (..., dim): NumPy array or tensor (in its dtype and device)."""
+        b, a = self._params(x)
+        return (x - b) * a
+
+    def from_model(self, y: Any) -> Any:
+        """x = y / a + b, the inverse of [`to_model`][vpintegrator.models.normalise.Normalisation.to_model]."""
+        b, a = self._params(y)
+        return y / a + b
+
+    def record(self) -> dict[str, Any]:
+        """``{"rule", "shift", "scale"}`` as plain lists (what a model file and ``summary.json`` keep)."""
+        return {"rule": self.rule, "shift": [float(v) for v in self.shift], "scale": [float(v) for v in self.scale]}
+
+    @classmethod
+    def from_record(cls, record: Any, where: str = "model file") -> "Normalisation":
+        """The normalisation a ``record()`` describes; one line naming ``where`` when it is malformed."""
+        try:
+            return cls(str(record["rule"]), tuple(float(v) for v in record["shift"]),
+                       tuple(float(v) for v in record["scale"]))
+        except (KeyError, TypeError, ValueError) as err:
+            raise VPIntegratorError(f"{where}: its normalisation record {record!r} is malformed ({err}); expected "
+                                    "{'rule', 'shift', 'scale'} as written by vp-train") from None
+
+    def describe(self) -> str:
+        """One line: the rule, b and diag(A)."""
+        def fmt(v: tuple[float, ...]) -> str:
+            return "[" + ", ".join(f"{x:.4g}" for x in v) + "]"
+        return f"{self.rule}: b = {fmt(self.shift)}, diag(A) = {fmt(self.scale)}"
+
+
+def _not_normalisable(model: Any) -> str | None:
+    """Why ``model``'s rollout cannot take a conjugation (a context model, a learned vector field), or None."""
+    from .vector_field import is_vector_field_model
+
+    if is_vector_field_model(model):
+        return "a learned vector field (its rollout integrates the field: no conjugation there)"
+    if isinstance(getattr(model, "context_len", None), int) and callable(getattr(model, "step", None)):
+        return "a context model (its rollout steps read the context: no conjugation there)"
+    return None
+
+
+def structure_rule(model: Any) -> tuple[str, str]:
+    """``(rule, why)``: the conjugation ``model``'s structure admits (module docstring) and the reason in words."""
+    if not hasattr(model, "preserves"):
+        return "uniform", "it does not say what it keeps (no preserves attribute): the safest rule"
+    kept = tuple(getattr(model, "preserves", ()) or ())
+    if "casimir" in kept or "poisson" in kept:
+        return "uniform", "it keeps the Casimir |z|^2 and the Lie-Poisson bracket: one scale, no shift"
+    if "symplectic" in kept:
+        return "symplectic", "it is symplectic on (q, p): a shift and conformally symplectic per-pair scales"
+    if kept:
+        return "affine", f"it keeps {', '.join(kept)}, which any invertible affine map keeps: per-component scale and shift"
+    return "affine", "it keeps nothing by construction: per-component scale and shift"
+
+
+def _moments(states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and floored standard deviation per component of states (..., dim), NaN ignored."""
+    x = np.asarray(states, dtype=np.float64).reshape(-1, np.shape(states)[-1])
+    m, s = np.nanmean(x, axis=0), np.nanstd(x, axis=0)
+    top = float(np.max(s)) if np.isfinite(s).all() and np.max(s) > 0 else 1.0
+    return m, np.maximum(s, STD_FLOOR * top)
+
+
+def fit_normalisation(states: Any, rule: str) -> Normalisation:
+    """The conjugation of rule ``rule`` fitted on ``states`` (..., dim) (the training split's).
+
+    ``symplectic`` pairs component i with component n + i (x = (q, p), dim = 2n).
+    """
+    if rule not in NORMALISE_RULES:
+        raise VPIntegratorError(f"normalisation rule {rule!r}: expected one of {', '.join(NORMALISE_RULES)}")
+    x = np.asarray(states, dtype=np.float64)
+    dim = x.shape[-1]
+    if x.size == 0 or not np.isfinite(x).any():
+        raise VPIntegratorError("normalisation: no finite training states to fit it on; give data, or normalise = 'off'",
+                                key="normalise")
+    m, s = _moments(x)
+    if rule == "affine":
+        return Normalisation(rule, tuple(m.tolist()), tuple((1.0 / s).tolist()))
+    if rule == "symplectic":
+        if dim % 2:
+            raise VPIntegratorError(f"normalise symplectic: the states have odd dim {dim}, not (q, p); use "
+                                    "normalise = 'uniform' or 'off'", key="normalise")
+        n = dim // 2
+        sq, sp = s[:n], s[n:]
+        r = np.sqrt(sp / sq)
+        g = np.exp(np.mean(np.log(np.sqrt(sq * sp))))  # the global scale s: a_i c_i = 1 / s² for every pair
+        return Normalisation(rule, tuple(m.tolist()), tuple(np.concatenate([r / g, 1.0 / (r * g)]).tolist()))
+    rms = float(np.sqrt(np.nanmean(x.reshape(-1, dim) ** 2)))
+    a = 1.0 / rms if rms > 0 else 1.0
+    return Normalisation(rule, (0.0,) * dim, (a,) * dim)
+
+
+def coordinates_need(states: Any, rule: str = "affine") -> str | None:
+    """Why the states (..., dim) need the conjugation ``rule`` can make, in words, or None (they are unit-scale).
+
+    ``affine`` and ``symplectic``: some component's |mean| exceeds ``OFFSET_RATIO`` (10) of its (floored)
+    standard deviation, or some standard deviation exceeds 100, or the largest is below 0.01. ``uniform``
+    (no shift): the RMS component is outside [0.01, 100]. The package's arenas (rigid body, oscillators,
+    Toda, FPU, the baths, Volterra's |mean| / std of 2.8) need none.
+    """
+    x = np.asarray(states, dtype=np.float64)
+    m, s = _moments(x)
+    lo, hi = SCALE_RANGE
+    if rule == "uniform":
+        rms = float(np.sqrt(np.nanmean(x.reshape(-1, x.shape[-1]) ** 2)))
+        return None if lo <= rms <= hi else f"the states' RMS component is {rms:.3g}, outside [{lo:g}, {hi:g}]"
+    ratio = np.abs(m) / s
+    i = int(np.argmax(ratio))
+    if ratio[i] > OFFSET_RATIO:
+        return (f"component {i} sits at {m[i]:.4g} with a spread of {s[i]:.3g} (|mean| > {OFFSET_RATIO:g} std)")
+    if float(np.max(s)) > hi or float(np.max(s)) < lo:
+        return f"the states' spread reaches {float(np.max(s)):.3g}, outside [{lo:g}, {hi:g}]"
+    return None
+
+
+def resolve_normalisation(mode: str, model: Any, train_states: Any, name: str = "the model"
+                          ) -> tuple[Normalisation | None, dict[str, Any]]:
+    """What ``normalise = mode`` gives ``model`` on the training split's ``train_states`` (..., dim):
+    ``(normalisation or None, record)``. ``record`` is what ``summary.json`` and every checkpoint keep:
+    ``{"mode", "applied", "reason"}`` plus ``rule``, ``shift``, ``scale`` where applied.
+
+    A rule forced where it would break the model's structure, and ``on`` or a rule for a model whose rollout
+    takes no conjugation, are one-line errors (key ``normalise``) naming the fix.
+    """
+    if mode not in NORMALISE_MODES:
+        raise VPIntegratorError(f"normalise: {mode!r} is not one of {', '.join(NORMALISE_MODES)}", key="normalise")
+    if mode == "off":
+        return None, {"mode": mode, "applied": False, "reason": "normalise = 'off'"}
+    blocked = _not_normalisable(model)
+    rule, why = structure_rule(model)
+    if blocked is not None:
+        if mode != "auto":
+            raise VPIntegratorError(f"normalise = {mode!r}: {name} is {blocked}; set normalise = 'off' (or 'auto')",
+                                    key="normalise")
+        return None, {"mode": mode, "applied": False, "reason": f"{name} is {blocked}"}
+    if mode in NORMALISE_RULES:
+        if mode not in _ADMITS[rule]:
+            raise VPIntegratorError(
+                f"normalise = {mode!r} would break {name}'s structure ({why}); use normalise = 'on' (the rule "
+                f"{rule!r}) or 'off'", key="normalise")
+        rule, why = mode, f"asked for (normalise = {mode!r})"
+    elif mode == "auto":
+        need = coordinates_need(train_states, rule)
+        if need is None:
+            offset = rule == "uniform" and coordinates_need(train_states, "affine")
+            reason = ("the training states are unit-scale" if not offset else
+                      f"{offset}, but {name}'s rule {rule!r} admits no shift ({why}); the scale is fine")
+            return None, {"mode": mode, "applied": False, "reason": reason}
+        why = f"{need}; rule {rule!r}: {why}"
+    else:
+        why = f"normalise = 'on'; rule {rule!r}: {why}"
+    norm = fit_normalisation(train_states, rule)
+    return norm, {"mode": mode, "applied": True, "reason": why, **norm.record()}
+
+
+def model_normalisation(model: Any) -> Normalisation | None:
+    """The normalisation ``model`` steps in (its ``trained_on["normalisation"]``, as ``load_model`` and ``fit``
+    give it), or None: the raw coordinates."""
+    trained_on = getattr(model, "trained_on", None)
+    record = trained_on.get("normalisation") if isinstance(trained_on, dict) else None
+    if not isinstance(record, dict) or not record.get("applied"):
+        return None
+    return Normalisation.from_record(record, f"model {type(model).__name__}")
