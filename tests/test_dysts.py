@@ -170,7 +170,7 @@ def test_a_dysts_flow_is_a_system_with_dysts_parameters_and_field(fake_dysts):
     assert get_system("dysts:Lorenz") is get_system("dysts:Lorenz")  # one class, one default instance
 
 
-def test_the_field_compiles_with_numba_on_tuples(fake_dysts):
+def test_the_field_compiles_with_numba(fake_dysts):
     numba = pytest.importorskip("numba")
     from numba.extending import register_jitable
 
@@ -179,9 +179,11 @@ def test_the_field_compiles_with_numba_on_tuples(fake_dysts):
     for helper in cls.field_helpers:  # what the compiled path does with a system's helpers
         register_jitable(helper)
     y = (1.0, -2.0, 3.5)
-    p = tuple(float(v) for v in system.field_params())
-    np.testing.assert_allclose(numba.njit(cls.field)(p, y), system.vector_field(np.array(y)), rtol=1e-15)
-    np.testing.assert_allclose(np.array(numba.njit(cls.field_jacobian)(p, y)), system.jacobian(np.array(y)))
+    p = system.field_params()
+    field, jacobian = numba.njit(cls.field), numba.njit(cls.field_jacobian)
+    for params in (p, tuple(float(v) for v in p)):  # System's p (a float64 array), or a tuple of floats
+        np.testing.assert_allclose(field(params, y), system.vector_field(np.array(y)), rtol=1e-15)
+        np.testing.assert_allclose(np.array(jacobian(params, y)), system.jacobian(np.array(y)))
 
 
 def test_a_jacobian_that_disagrees_with_the_field_is_not_used(fake_dysts):
@@ -190,8 +192,8 @@ def test_a_jacobian_that_disagrees_with_the_field_is_not_used(fake_dysts):
     assert "differs from differences of _rhs" in type(system).jacobian_note
     with pytest.raises(VPIntegratorError, match=r"has none \(dysts' _jac differs"):
         vp.integrate(system, np.array(system.default_y0), dt=0.01, n_steps=2, method="implicit_midpoint")
-    traj = vp.integrate(system, np.array(system.default_y0), dt=0.01, n_steps=2, method="rk4")
-    assert np.isfinite(traj.y).all()
+    traj = vp.integrate(system, np.array(system.default_y0), dt=0.01, n_steps=2, method="rk4", compiled=False)
+    assert np.isfinite(traj.y).all()  # an explicit method runs
 
 
 @pytest.mark.parametrize("name, words", [
@@ -211,6 +213,10 @@ def test_without_dysts_the_error_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "dysts", None)  # import dysts -> ModuleNotFoundError
     with pytest.raises(VPIntegratorError, match=r"not installed; pip install 'vpintegrator\[dysts\]'"):
         get_system("dysts:Lorenz")
+    result = CliRunner().invoke(vp_gen, ["--list", "dysts"])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert [line for line in result.output.splitlines() if line.startswith("Error:")] == [
+        "Error: the dysts systems need dysts, which is not installed; pip install 'vpintegrator[dysts]'"]
 
 
 def test_bad_parameters_are_refused(fake_dysts):

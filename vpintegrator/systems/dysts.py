@@ -8,9 +8,10 @@ process (registered under that name on first use):
 - its fields are dysts' parameters, in the order ``_rhs`` takes them (dysts passes them sorted by name);
   ``field_params()`` is that vector, and a parameter whose name the ``System`` contract uses (``theta``) is the field
   ``theta_``;
-- ``field(p, x) = _rhs(*x, 0.0, *p)`` and ``field_jacobian(p, x) = _jac(*x, 0.0, *p)`` (plain static functions on a
-  tuple of components, dysts' functions listed in ``field_helpers``: NumPy evaluates them on arrays, numba compiles
-  them, ``System``'s "The field written once");
+- ``field(p, x) = _rhs(*x, 0.0, *p)`` and ``field_jacobian(p, x) = _jac(*x, 0.0, *p)``, their results as tuples of
+  floats (plain static functions on a tuple of components; dysts' functions and the small ones that unpack ``p`` and
+  pack the result listed in ``field_helpers``: NumPy evaluates them on arrays, numba compiles them with ``p`` an
+  array or a tuple, ``System``'s "The field written once");
 - ``default_y0`` is dysts' initial condition; ``default_dt`` is dysts' sampling step, ``period / 100`` (its
   ``make_trajectory`` keeps 100 points per period; the metadata's ``dt`` is its integrator's step), and
   ``default_t_end`` ten periods; ``default_sampler`` is ``"around"`` the initial condition with a spread of a tenth of
@@ -121,13 +122,13 @@ class _Flow(NamedTuple):
     jac: Any = None
     meta: dict[str, Any] = {}
 
-    def field(self) -> Callable[..., Any]:
-        """``field(p, x)`` of ``System`` from dysts' ``_rhs``."""
-        return _field_of(self.rhs, len(self.param_names), _AS_TUPLES[self.dim][0])
+    def field(self) -> tuple[Callable[..., Any], tuple[Callable[..., Any], ...]]:
+        """``field(p, x)`` of ``System`` from dysts' ``_rhs``, and the functions it calls (``field_helpers``)."""
+        return _field_of(self.rhs, len(self.param_names), self.dim, rows=False)
 
-    def jacobian(self) -> Callable[..., Any] | None:
-        """``field_jacobian(p, x)`` from dysts' ``_jac`` (None without one; not yet checked)."""
-        return None if self.jac is None else _field_of(self.jac, len(self.param_names), _AS_TUPLES[self.dim][1])
+    def jacobian(self) -> tuple[Callable[..., Any], tuple[Callable[..., Any], ...]] | None:
+        """``field_jacobian(p, x)`` from dysts' ``_jac`` and its helpers (None without one; not yet checked)."""
+        return None if self.jac is None else _field_of(self.jac, len(self.param_names), self.dim, rows=True)
 
 
 def _read_flow(name: str, flows: Any, base: Any, metadata: dict[str, Any]) -> _Flow:
@@ -155,8 +156,6 @@ def _read_flow(name: str, flows: Any, base: Any, metadata: dict[str, Any]) -> _F
     if dim < 1 or args[dim] != "t" or len(y0) != dim:
         return _Flow(name, f"its _rhs{tuple(args)} does not match its metadata ({len(names)} parameters, "
                      f"initial condition of length {len(y0)})")
-    if dim not in _AS_TUPLES:
-        return _Flow(name, f"its dim {dim} is not one the adapter writes ({', '.join(map(str, _AS_TUPLES))})")
     jac = _plain(getattr(cls, "_jac", None))
     jac = None if jac is None or jac is _plain(getattr(getattr(base, "BaseDyn", None), "_jac", None)) else jac
     return _Flow(name, "", dim, names, values, tuple(args[:dim]), y0, rhs, jac, meta)
@@ -167,62 +166,45 @@ def _plain(fn: Any) -> Any:
     return getattr(fn, "py_func", fn)
 
 
-def _field_of(fn: Callable[..., Any], n: int, rows: Callable[..., Any]) -> Callable[..., Any]:
-    """``field(p, x) = rows(fn(*x, 0.0, *p[0:n]))``: ``p`` a float64 array (NumPy), a tuple or a named tuple (numba);
-    ``n`` a constant numba reads at compile time (the slice is then a tuple); ``rows`` makes dysts' result (a tuple,
-    a Jacobian's rows lists, integer entries among them) a tuple of floats (of row tuples), as compiled loops index it."""
+def _field_of(fn: Callable[..., Any], n: int, dim: int, rows: bool) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """``field(p, x) = out(fn(*x, 0.0, *take(p)))`` and the functions it calls: ``take(p)`` the n parameters as a tuple
+    of floats (``p`` a float64 array, a tuple or a named tuple: NumPy and numba alike), ``out`` dysts' result (a tuple;
+    a Jacobian's rows are lists, with integer entries among them) as a tuple of floats (of ``dim`` row tuples), as
+    compiled loops index it."""
+    take, made = _taker(n, _float)
+    entry, made_entry = _taker(dim, _float)
+    out, made_out = _taker(dim, entry) if rows else (entry, ())
+
     def field(p, x):
-        return rows(fn(*x, 0.0, *p[0:n]))
+        return out(fn(*x, 0.0, *take(p)))
 
-    return field
-
-
-# dysts' results as tuples of floats, one function per dim (numba needs the length in the code; written out, not
-# generated): ``_tuple<d>`` for a field's d components, ``_rows<d>`` for a Jacobian's d rows
-def _tuple2(r):
-    return (1.0 * r[0], 1.0 * r[1])
+    return field, (fn, _float, _empty, *made, *made_entry, *made_out)
 
 
-def _tuple3(r):
-    return (1.0 * r[0], 1.0 * r[1], 1.0 * r[2])
+def _float(v):
+    return 1.0 * v
 
 
-def _tuple4(r):
-    return (1.0 * r[0], 1.0 * r[1], 1.0 * r[2], 1.0 * r[3])
+def _empty(r):
+    return ()
 
 
-def _tuple5(r):
-    return (1.0 * r[0], 1.0 * r[1], 1.0 * r[2], 1.0 * r[3], 1.0 * r[4])
+def _taker(n: int, each: Callable[..., Any]) -> tuple[Callable[..., Any], list[Callable[..., Any]]]:
+    """``take(r) = (each(r[0]), .., each(r[n-1]))`` for an indexable r, built one entry at a time (numba needs each
+    index as a constant: here each is a closure's), and the functions made (numba compiles them as helpers)."""
+    take: Callable[..., Any] = _empty
+    made = []
+    for i in range(n):
+        take = _append(take, i, each)
+        made.append(take)
+    return take, made
 
 
-def _tuple6(r):
-    return (1.0 * r[0], 1.0 * r[1], 1.0 * r[2], 1.0 * r[3], 1.0 * r[4], 1.0 * r[5])
+def _append(head: Callable[..., Any], i: int, each: Callable[..., Any]) -> Callable[..., Any]:
+    def take(r):
+        return head(r) + (each(r[i]),)
 
-
-def _rows2(j):
-    return (_tuple2(j[0]), _tuple2(j[1]))
-
-
-def _rows3(j):
-    return (_tuple3(j[0]), _tuple3(j[1]), _tuple3(j[2]))
-
-
-def _rows4(j):
-    return (_tuple4(j[0]), _tuple4(j[1]), _tuple4(j[2]), _tuple4(j[3]))
-
-
-def _rows5(j):
-    return (_tuple5(j[0]), _tuple5(j[1]), _tuple5(j[2]), _tuple5(j[3]), _tuple5(j[4]))
-
-
-def _rows6(j):
-    return (_tuple6(j[0]), _tuple6(j[1]), _tuple6(j[2]), _tuple6(j[3]), _tuple6(j[4]), _tuple6(j[5]))
-
-
-#: dim -> (components as a tuple, Jacobian rows as tuples): the dims of dysts' flows with a static _rhs
-_AS_TUPLES = {2: (_tuple2, _rows2), 3: (_tuple3, _rows3), 4: (_tuple4, _rows4), 5: (_tuple5, _rows5),
-              6: (_tuple6, _rows6)}
-_TUPLES = (_tuple2, _tuple3, _tuple4, _tuple5, _tuple6)  # what the _rows<d> call (numba compiles them too)
+    return take
 
 
 # --- the System classes --------------------------------------------------------------------------------
@@ -258,13 +240,14 @@ _CLASSES: dict[str, type[System]] = {}
 def _make_class(flow: _Flow) -> type[System]:
     fields = [((k + "_" if k in _TAKEN else k), float, dataclasses.field(default=v))
               for k, v in zip(flow.param_names, flow.param_values)]
-    field = flow.field()
+    field, helpers = flow.field()
     jacobian, note = None, "dysts gives no _jac"
     candidate = flow.jacobian()
     if candidate is not None:
-        error = _jacobian_error(field, candidate, np.array(flow.param_values), _samples(flow))
+        error = _jacobian_error(field, candidate[0], np.array(flow.param_values), _samples(flow))
         if error <= JACOBIAN_RTOL:
-            jacobian, note = candidate, ""
+            jacobian, note = candidate[0], ""
+            helpers += candidate[1]
         else:
             note = f"dysts' _jac differs from differences of _rhs (relative {error:.1e})"
     period = flow.meta.get("period")
@@ -275,7 +258,7 @@ def _make_class(flow: _Flow) -> type[System]:
         "default_y0": flow.y0, "default_dt": None if period is None else period / 100,
         "default_t_end": None if period is None else 10 * period,
         "field": staticmethod(field), "field_jacobian": None if jacobian is None else staticmethod(jacobian),
-        "field_helpers": (flow.rhs, *_TUPLES, _AS_TUPLES[flow.dim][1], *((flow.jac,) if jacobian else ())),
+        "field_helpers": helpers,
         "jacobian_note": note, "__module__": __name__,
         "__doc__": f"dysts' {flow.name}: {' '.join(str(flow.meta.get('description', '')).split())}",
     }
@@ -418,15 +401,15 @@ def dysts_structure(names: list[str] | None = None) -> list[FlowStructure]:
 
 def _structure(flow: _Flow, claim: bool | None) -> FlowStructure:
     p, y = np.array(flow.param_values), _samples(flow)
-    field, candidate = flow.field(), flow.jacobian()
+    field, candidate = flow.field()[0], flow.jacobian()
     with np.errstate(all="ignore"):
         jac = _differences(field, p, y)
         checked = "none"
         if candidate is not None:
-            error = _jacobian_error(field, candidate, p, y)
+            error = _jacobian_error(field, candidate[0], p, y)
             checked = "agrees" if error <= JACOBIAN_RTOL else "differs"
             if checked == "agrees":
-                jac = _evaluate(candidate, p, y, jacobian=True)
+                jac = _evaluate(candidate[0], p, y, jacobian=True)
     name, dim = PREFIX + flow.name, flow.dim
     if not np.isfinite(jac).all():
         return FlowStructure(name, dim, float("nan"), False, "", claim, checked)
