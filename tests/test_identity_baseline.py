@@ -99,6 +99,10 @@ def test_rollout_table_names_the_row_worse_than_the_identity_map(offset_run, tmp
     # the offset (1000 against a spread of about 1) dominates ‖y‖: the relative error is flagged
     assert any(n.startswith("note: ‖y‖ is dominated by an offset") for n in report.notes)
     assert "dominated by an offset" in text
+    # the notes sit below the table: the files are still known as vp-rollout's table, replaced with overwrite
+    again = run_rollouts(RolloutConfig(data=str(data), out=str(tmp_path / "roll.h5"), models=[str(run)],
+                                       reference="data"), overwrite=True)
+    assert line in again.markdown.read_text()
 
 
 def test_val_rollout_identity_is_the_first_windows_last_state_held():

@@ -90,3 +90,37 @@ def test_offset_flag(offset, flagged):
     assert (note is not None) is flagged
     if flagged:
         assert note.startswith("note: ‖y‖ is dominated by an offset") and "mean_nrmse" in note
+
+
+@pytest.mark.parametrize("a, lam", [([[0.5, 0.0], [0.0, -1.0]], 0.5), ([[0.3, 1.0], [-1.0, 0.3]], 0.3),
+                                     ([[0.0, 1.0], [-1.0, 0.0]], 0.0)])
+def test_lyapunov_max_of_linear_flows(a, lam):
+    """Benettin on y' = A y (its flow exp(A k dt)): the largest real part of A's eigenvalues."""
+    from scipy.linalg import expm
+
+    from vpintegrator.metrics import lyapunov_max
+
+    dt = 0.1
+    step = expm(np.array(a) * dt)
+    advance = lambda y, k: y @ np.linalg.matrix_power(step, k).T  # noqa: E731
+    est = lyapunov_max(advance, np.array([[1.0, 0.5], [-0.3, 2.0]]), dt, 2000)
+    np.testing.assert_allclose(est, lam, atol=5e-3)
+
+
+def test_rollout_vpt_in_lyapunov_times(tmp_path):
+    """lyapunov = true: the table's vpt_lyapunov is (vpt − t0) times the estimate its note gives."""
+    from vpintegrator.data import integrate
+    from vpintegrator.data.trajectory_files import write_trajectories
+    from vpintegrator.rollout import run_rollouts
+    from vpintegrator.rollout.config import RolloutConfig
+
+    y0 = np.array([[1.0, 0.2, -0.3], [0.1, 1.0, 0.4], [-0.5, 0.3, 1.0]])
+    data = write_trajectories(tmp_path / "rb.h5", integrate(get_system("rigid_body"), y0, 0.1, 50, method="rk4"))
+    report = run_rollouts(RolloutConfig(data=str(data), out=str(tmp_path / "r.h5"), integrators=["euler"],
+                                        reference="data", lyapunov=True))
+    note = next(n for n in report.notes if n.startswith("lyapunov: largest exponent"))
+    lam = float(note.split("largest exponent ")[1].split()[0])
+    row = report.rows[0]
+    assert list(row).index("vpt_lyapunov") == list(row).index("vpt") + 1
+    assert row["vpt_lyapunov"] == pytest.approx(row["vpt"] * lam, rel=1e-3)  # t0 = 0; λ printed to 4 digits
+    assert note in report.markdown.read_text()

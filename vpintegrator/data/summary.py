@@ -138,10 +138,10 @@ def format_text(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def write_table(rows: Sequence[Mapping[str, Any]], stem: str | Path, *, overwrite: bool = False,
-                caption: str | None = None) -> tuple[Path, Path]:
+                caption: str | None = None, notes: Sequence[str] = ()) -> tuple[Path, Path]:
     """Write the table as ``<stem>.csv``, ``.md`` and ``.tex`` (``format_latex``; atomically; an existing table only
-    with ``overwrite``); ``caption``: a line above the Markdown table (e.g. what the errors are measured against).
-    Returns the CSV and Markdown paths."""
+    with ``overwrite``); ``caption``: a line above the Markdown table (e.g. what the errors are measured against),
+    ``notes``: lines below it (both as comment lines above the LaTeX tabular). Returns the CSV and Markdown paths."""
     from .._io import atomic_path
     from .._outputs import check_output, output_locks
 
@@ -156,10 +156,11 @@ def write_table(rows: Sequence[Mapping[str, Any]], stem: str | Path, *, overwrit
             writer.writeheader()
             for r in rows:
                 writer.writerow({c: (repr(r[c]) if isinstance(r[c], float) else r[c]) for c in cols})
+        below = "".join(f"\n{line}\n" for line in notes)
         with atomic_path(md_target) as tmp:
-            tmp.write_text((f"{caption}\n\n" if caption else "") + format_markdown(rows))
+            tmp.write_text((f"{caption}\n\n" if caption else "") + format_markdown(rows) + below)
         with atomic_path(tex_target) as tmp:
-            tmp.write_text(format_latex(rows, caption))
+            tmp.write_text(format_latex(rows, "\n".join(filter(None, [caption, *notes]))))
     return paths
 
 

@@ -155,11 +155,11 @@ class RolloutPlan:
         The rollout file and every file the run reads (never written over).
     steps : StepSettings
         How the models' step maps run.
-    init, blowup, chunk_steps, volume, vpt_threshold : the keys of those names (``volume`` resolved: unset, on up
+    init, blowup, chunk_steps, volume, vpt_threshold, lyapunov : the keys of those names (``volume`` resolved: unset, on up
         to ``VOLUME_MAX_DIM`` dimensions; ``volume_note`` says why it is off then)
     spread : ndarray, shape (dim,), or None
         Each component's standard deviation over the training data, the NRMSE's scale (``data_spread``); planned,
-        with ``table_notes`` (lines above the table: an offset that dominates ‖y‖,
+        with ``table_notes`` (lines below the table: an offset that dominates ‖y‖,
         ``vpintegrator.metrics.offset_note``).
     blocks : Blocks
         How the run is cut (``attrs`` empty and ``workers`` the key's value for a whole run).
@@ -209,6 +209,7 @@ class RolloutPlan:
     reference_desc: str = ""
     reference_attrs: Mapping[str, str | float] = field(default_factory=dict)
     vpt_threshold: float = VPT_THRESHOLD
+    lyapunov: bool = False
     spread: np.ndarray | None = None
     table_notes: tuple[str, ...] = ()
 
@@ -382,7 +383,7 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
                            engine=str(config.engine), context_len=int(config.context_len),
                            context_noise=float(config.context_noise)),
         init=str(config.init), blowup=float(config.blowup), chunk_steps=int(config.chunk_steps), volume=volume,
-        vpt_threshold=float(config.vpt_threshold),
+        vpt_threshold=float(config.vpt_threshold), lyapunov=bool(config.lyapunov),
         blocks=Blocks(n_whole=n_whole, attrs=attrs, workers=config.workers,
                       index=Path(config.out) if shard is not None and write_index else None),
         volume_note=volume_note, notes=tuple(lines), warnings=tuple(warnings))

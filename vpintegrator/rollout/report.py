@@ -84,8 +84,8 @@ class RolloutReport:
     reference: str = ""
     #: warning lines (a trajectory rolled out that a model trained on)
     warnings: list = field(default_factory=list)
-    #: the lines above the table (in its Markdown and LaTeX caption): an offset that dominates ‖y‖, the learned
-    #: rows worse than the identity map (``identity_notes``)
+    #: the lines below the table (in its Markdown; comment lines of its LaTeX): an offset that dominates ‖y‖, the
+    #: largest Lyapunov exponent (``lyapunov``), the learned rows worse than the identity map (``identity_notes``)
     notes: list = field(default_factory=list)
 
     @property

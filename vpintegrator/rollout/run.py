@@ -19,6 +19,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
+import numpy as np
 
 from ..data.rollout_shards import RolloutParts
 from ..errors import VPIntegratorError
@@ -52,8 +53,9 @@ def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None
     Writes ``config.out`` (HDF5, atomically; layout in ``datasets/README.md``, reader
     [`vpintegrator.data.rollouts.read_rollout`][vpintegrator.data.rollouts.read_rollout]) and the metrics table beside it (``<stem>.csv``,
     ``<stem>.md``; one row per method and ``split`` label present, columns ``method``, ``split``, those of
-    ``vpintegrator.metrics.summary_row`` and ``reference``; the Markdown file says above the table what the
-    errors are measured against). Which trajectories: ``config.traj``/``n_traj``, else the trained models'
+    ``vpintegrator.metrics.summary_row`` (``vpt_lyapunov`` with ``config.lyapunov``) and ``reference``; the
+    Markdown file says above the table what the errors are measured against and below it ``RolloutReport.notes``:
+    an offset that dominates ‖y‖, the Lyapunov estimate, each learned row worse than the identity map). Which trajectories: ``config.traj``/``n_traj``, else the trained models'
     test split, plus ``config.heldout`` new conditions (``vpintegrator.rollout.splits``); the reference:
     ``config.reference`` (the exact flow by default, the data's generator then a row of its own).
     Trajectories, per-step metrics and volume are streamed in chunks of ``config.chunk_steps`` steps,
@@ -198,9 +200,9 @@ def write_index_if_complete(out: Path, count: int) -> tuple[list[dict], str] | N
     def write(path: Path, n: int) -> tuple[list[dict], str]:
         rows = write_rollout_index(path, n)
         reference = index_reference(path)
-        head = [f"Errors against the {reference}."] if reference else []
         write_table(rows, path.with_suffix(""), overwrite=True,
-                    caption="\n\n".join([*head, *identity_notes(rows, _learned(path)), COST_CAPTION]))
+                    caption=f"Errors against the {reference}.\n\n{COST_CAPTION}" if reference else COST_CAPTION,
+                    notes=identity_notes(rows, _learned(path)))
         return rows, reference
 
     return index_when_complete(Path(out), count, "rollout", write)
@@ -319,16 +321,55 @@ def _write_rollouts(plan: RolloutPlan, say: Say, held: list[Any], outs: list[Pat
                 failures[label] = failure
                 say(failure.line())
         _refuse_if_nothing_made(plan, failures)
+        lyapunov, line = _lyapunov(plan, reference_gen, yref) if plan.lyapunov else (None, None)
+        if lyapunov is not None:  # the horizon in Lyapunov times, beside vpt
+            rows = [_after(r, "vpt", {"vpt_lyapunov": (r["vpt"] - plan.t0) * lyapunov}) for r in rows]
         writer.finish(rows)
     learned = {m.label for m in plan.methods if getattr(m.step_map, "kind", "") in LEARNED_KINDS}
-    notes = [*plan.table_notes, *identity_notes(rows, learned | {label for label, _, _ in plan.models})]
-    for line in notes[len(plan.table_notes):]:
+    said = [*([line] if line else []), *identity_notes(rows, learned | {label for label, _, _ in plan.models})]
+    for line in said:
         say(line)
+    notes = [*plan.table_notes, *said]
     write_table(rows, out.with_suffix(""), overwrite=overwrite,
-                caption="\n\n".join([f"Errors against the {plan.reference_desc}.", *notes, COST_CAPTION]))
+                caption=f"Errors against the {plan.reference_desc}.\n\n{COST_CAPTION}", notes=notes)
     stem = out.with_suffix("")
     return RolloutReport(out=out, csv=stem.with_suffix(".csv"), markdown=stem.with_suffix(".md"), rows=rows,
                          failures=failures, reference=plan.reference_desc, warnings=list(plan.warnings), notes=notes)
+
+
+def _after(row: dict, key: str, new: dict) -> dict:
+    """``row`` with the items of ``new`` right after ``key``."""
+    out = {}
+    for k, v in row.items():
+        out[k] = v
+        if k == key:
+            out.update(new)
+    return out
+
+
+#: the Lyapunov estimate's initial conditions (the first rolled out) and its least number of steps
+LYAPUNOV_CONDITIONS, LYAPUNOV_MIN_STEPS = 8, 1000
+
+
+def _lyapunov(plan: RolloutPlan, generator: Any, yref: Any) -> tuple[float | None, str]:
+    """``lyapunov = true``: the largest Lyapunov exponent by Benettin (``vpintegrator.metrics.lyapunov_max``) on
+    the data's generator from the first ``LYAPUNOV_CONDITIONS`` reference states, over the horizon (at least
+    ``LYAPUNOV_MIN_STEPS`` steps): (its mean over them or None, the line that gives it with its spread or why not)."""
+    from ..metrics import lyapunov_max
+    from ..systems.family import SystemFamily
+    from .engine import rollout
+
+    if generator is None or plan.observation is not None or isinstance(plan.system, SystemFamily):
+        return None, "lyapunov: no estimate on a system without equations, a parametric or an observed run"
+    y0 = np.asarray(yref[: min(LYAPUNOV_CONDITIONS, plan.n_traj), 0], dtype=np.float64)
+    n_steps = max(plan.n_steps, LYAPUNOV_MIN_STEPS)
+    lam = lyapunov_max(lambda y, k: rollout(generator, y, plan.dt, k).y[:, -1], y0, plan.dt, n_steps)
+    if not np.isfinite(lam).all():
+        return None, "lyapunov: no estimate, the generator failed from an initial condition"
+    mean = float(np.mean(lam))
+    return mean, (f"lyapunov: largest exponent {mean:.4g} ± {float(np.std(lam)):.2g} per unit time (Benettin on "
+                  f"{generator.name}, {y0.shape[0]} initial conditions over t = {n_steps * plan.dt:g}): vpt_lyapunov "
+                  f"= (vpt − t0) × {mean:.4g}" + ("; not above 0: no Lyapunov time here" if mean <= 0 else ""))
 
 
 def _refuse_if_nothing_made(plan: RolloutPlan, failures: dict[str, Failure]) -> None:
