@@ -273,3 +273,11 @@ def test_bad_switch_and_records_are_one_line(tmp_path, tiny_data):
                                                                                "shift": [0.0], "scale": "x"}})
     with pytest.raises(VPIntegratorError, match="malformed"):
         load_model(tmp_path / "bad.pt")
+
+
+def test_a_step_map_that_takes_no_conjugation_refuses_a_normalised_model():
+    from vpintegrator.rollout.methods import model_step
+
+    model = _with_normalisation(build_model("node", dim=3), fit_normalisation(_states(3), "affine"))
+    with pytest.raises(VPIntegratorError, match="take none"):
+        model_step(model)

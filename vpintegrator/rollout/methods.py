@@ -570,7 +570,12 @@ def model_step(model, device: str = "cpu", overlap: bool = False, jit: bool | st
     """The step map of a trained model: [`ContextStep`][vpintegrator.rollout.context.ContextStep] (``context`` its keywords) for a context
     model, a learned vector field integrated at step ``dt`` (default its own) by its integrator
     (``vpintegrator.rollout.field.field_step``), [`ModelStep`][vpintegrator.rollout.steps.ModelStep] otherwise."""
+    from ..models.normalise import model_normalisation
     from ..models.vector_field import is_vector_field_model
+    if (is_vector_field_model(model) or is_context_model(model)) and model_normalisation(model) is not None:
+        raise VPIntegratorError(f"models: {type(model).__name__} records a normalisation, but its rollout steps (a "
+                                "vector field's integrator, a context step) take none; train it with normalise = "
+                                "'off'", key="models")
     if is_vector_field_model(model):
         return field_step(model, model.dt if dt is None else dt)
     if is_context_model(model):
