@@ -30,6 +30,7 @@ import inspect
 import logging
 import re
 from collections import namedtuple
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -182,15 +183,24 @@ def _why(err: BaseException) -> str:
 
 
 def _source_hash(cls: type) -> str:
-    """sha256 of the sources the compiled code inlines: the class's module file (else its source) and each helper's."""
+    """sha256 of the sources the compiled code inlines: the file (else the source) of the class and of each function
+    it compiles or calls (``field``..., ``field_helpers``); a notebook's cells are read through ``linecache``. Where no
+    source can be read (a REPL), a name for this process only."""
     h = hashlib.sha256(f"{cls.__module__}:{cls.__qualname__}:{cls.dim}".encode())
-    for obj in (cls, *getattr(cls, "field_helpers", ())):
+    read = 0
+    for obj in (cls, cls.field, cls.field_jacobian, getattr(cls, "field_potential_gradient", None),
+                getattr(cls, "field_kinetic_gradient", None), *getattr(cls, "field_helpers", ())):
         obj = getattr(obj, "py_func", obj)  # a helper jitted already (dysts' right-hand sides): its Python source
+        if obj is None:
+            continue
         try:
             path = inspect.getsourcefile(obj)
-            h.update(open(path, "rb").read() if path else inspect.getsource(obj).encode())
+            h.update(Path(path).read_bytes() if path and Path(path).is_file() else inspect.getsource(obj).encode())
+            read += 1
         except (OSError, TypeError):
-            h.update(repr(id(obj)).encode())  # no source to read (a REPL): a name for this process only
+            continue
+    if not read:
+        h.update(repr(id(cls)).encode())
     return h.hexdigest()[:20]
 
 
