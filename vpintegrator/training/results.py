@@ -134,8 +134,8 @@ class FitResult:
             return None
         return (f"Worse than the identity map: best {self.monitor} {self.best_loss:.3e} is "
                 f"{self.best_loss / self.identity_loss:.3g}x the {self.identity_loss:.3e} of predicting no change "
-                "(each window's last state): the model has not learnt the step (coordinates far from 0 or badly "
-                "scaled? centre and scale the data, or check dt)")
+                "(each window's last state): the model has not learnt the step; train longer, or check dt and the "
+                "coordinates (an offset or a scale that normalise = 'auto' or 'on' removes)")
 
     @property
     def is_ensemble(self) -> bool:
