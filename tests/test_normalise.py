@@ -281,3 +281,33 @@ def test_a_step_map_that_takes_no_conjugation_refuses_a_normalised_model():
     model = _with_normalisation(build_model("node", dim=3), fit_normalisation(_states(3), "affine"))
     with pytest.raises(VPIntegratorError, match="take none"):
         model_step(model)
+
+
+def _device_engine_states(model, window0, n_steps: int, device: str) -> np.ndarray:
+    from vpintegrator.rollout.device import device_stream_rollout
+
+    ys: list = []
+    device_stream_rollout(ModelStep(model, device), window0, 0.2, n_steps, lambda k0, b: ys.append(b["y"].copy()),
+                          chunk_steps=4)
+    return np.concatenate(ys, axis=1)
+
+
+def test_the_device_engine_steps_a_normalised_model_as_the_host_engine():
+    torch.manual_seed(0)
+    model = _with_normalisation(build_model("vpt", dim=3, seq_len=2, n_blocks=1, L=2).double(),
+                                fit_normalisation(_states(3), "affine"))
+    window0 = _states(3)[:, :2]
+    host = rollout(ModelStep(model, "cpu", scalar_max_batch=0), window0, 0.2, 5).y
+    dev = _device_engine_states(model, window0, 5, "cpu")
+    np.testing.assert_allclose(dev, host, rtol=1e-14, atol=0)  # the first window: mapped in and out, ~1 ulp
+    np.testing.assert_array_equal(dev[:, 2:], host[:, 2:])
+
+
+@pytest.mark.gpu
+def test_the_cuda_graph_steps_a_normalised_model_as_the_host_engine():
+    torch.manual_seed(0)
+    model = _with_normalisation(build_model("vpt", dim=3, seq_len=2, n_blocks=1, L=2).double(),
+                                fit_normalisation(_states(3), "affine"))
+    window0 = _states(3)[:, :2]
+    host = rollout(ModelStep(model, "cpu", scalar_max_batch=0), window0, 0.2, 5).y
+    np.testing.assert_allclose(_device_engine_states(model, window0, 5, "cuda"), host, rtol=1e-12, atol=0)
