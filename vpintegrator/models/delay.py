@@ -15,6 +15,9 @@ to maps that have no attention:
   manifold of ℝ^{T·dim}; the data never constrain the map across it, and a volume-preserving map cannot contract
   every direction normal to it, so a trained ``delay_vpff`` can fit the window and still leave the manifold in a
   rollout (``scripts/vpt_observed_probe.py --models``). At ``T·dim = d`` it has no such direction.
+
+Both admit training's per-component scale and shift (``vpintegrator.models.normalise``, rule ``affine``): an
+affine map of each state is one of the delay vector, which keeps det J = 1.
 """
 
 from __future__ import annotations

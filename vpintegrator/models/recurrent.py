@@ -19,7 +19,9 @@ Both keep nothing by construction (``preserves = ()``); their readout's output l
 untrained model is the identity on the last state (``increment = "first"``) or the linear extrapolation
 of the last two (``increment = "second"``, the form of Störmer–Verlet's position recursion, as
 ``delay_mlp``'s). A hidden state carried across windows (a streaming rollout) is not what these are: each
-window is read afresh, so the model is a map of the window like every other window model.
+window is read afresh, so the model is a map of the window like every other window model. Keeping nothing,
+they admit any conjugation: training's normalisation (``vpintegrator.models.normalise``) scales and shifts
+each component (rule ``affine``).
 """
 
 from __future__ import annotations
