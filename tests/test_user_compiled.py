@@ -15,7 +15,8 @@ import pytest
 
 import vpintegrator as vp
 from vpintegrator.compiled import compiled_stepper
-from vpintegrator.compiled.user import _source_hash, user_kernel, why_not_compiled
+from vpintegrator.compiled.systems import system_kernel, why_not_compiled
+from vpintegrator.compiled.user import _source_hash
 from vpintegrator.systems import RigidBody
 
 pytest.importorskip("numba")
@@ -115,7 +116,7 @@ def test_a_separable_user_hamiltonian_runs_stormer_verlet_compiled():
 
 def test_a_field_numba_cannot_type_runs_in_numpy_and_names_its_line(caplog):
     with caplog.at_level("WARNING", logger="vpintegrator"):
-        assert user_kernel(NotCompilable()) is None and compiled_stepper(NotCompilable(), "rk4", 0.1) is None
+        assert system_kernel(NotCompilable()) is None and compiled_stepper(NotCompilable(), "rk4", 0.1) is None
     why = why_not_compiled(NotCompilable())
     assert why is not None and "numba cannot compile its field" in why and "user_systems.py:" in why
     assert "\n" not in why

@@ -42,7 +42,7 @@ import numpy as np
 from ._jit import HAVE_NUMBA, jit, jit_helpers
 from .learned_field import learned_jacobian, learned_vector_field
 from .library_field import library_jacobian, library_vector_field
-from .user import COMPILED, user_kernel
+from .user import COMPILED, reason, user_kernel
 
 from ..errors import VPIntegratorError
 from ..systems import ABCFlow, CoupledOscillator, RigidBody, RigidBodyExp, System, Volterra, shipped_systems
@@ -72,8 +72,16 @@ def system_kernel(system) -> tuple[Any, np.ndarray] | None:
         return kernel()
     kid = _KIDS.get(type(system))
     if kid is None:
-        return user_kernel(system) if isinstance(system, System) else None
+        return user_kernel(system, (vector_field, jacobian)) if isinstance(system, System) else None
     return kid, np.asarray(system.field_params(), dtype=np.float64)
+
+
+def why_not_compiled(system) -> str | None:
+    """The one-line reason a user's ``system`` runs in NumPy (None: it compiles, or it is a shipped system)."""
+    if type(system) in _KIDS or not isinstance(system, System):
+        return None
+    system_kernel(system)
+    return reason(type(system))
 
 
 # --- the systems' own definitions (``System.field``: one definition, NumPy on arrays, numba on scalars) ------
@@ -225,4 +233,4 @@ def jacobian_rows(kid, p, ys, out):
         jacobian(kid, p, ys[r], out[r])
 
 
-__all__ = ["system_kernel", "vector_field", "jacobian", "vector_field_rows", "jacobian_rows"]
+__all__ = ["system_kernel", "why_not_compiled", "vector_field", "jacobian", "vector_field_rows", "jacobian_rows"]

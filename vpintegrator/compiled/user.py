@@ -78,15 +78,17 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def user_kernel(system: Any) -> tuple[Any, np.ndarray] | None:
-    """``(pp, p)`` of a user's system that compiles (see the module docstring), else None (one warning per class)."""
+def user_kernel(system: Any, dispatchers: tuple[Any, Any]) -> tuple[Any, np.ndarray] | None:
+    """``(pp, p)`` of a user's system that compiles (see the module docstring), else None (one warning per class).
+    ``dispatchers``: ``compiled.systems``' ``(vector_field, jacobian)``, compiled for the new class and held to NumPy
+    once, at its registration (``compiled.systems.system_kernel`` passes them: this module is below it)."""
     if not HAVE_NUMBA:
         return None
     cls = type(system)
     entry = _BY_CLASS.get(cls)
     if entry is None:
         try:
-            entry = _register(cls, system)
+            entry = _register(cls, system, dispatchers)
         except Exception as err:  # noqa: BLE001 - numba's typing errors, a user's field raising: NumPy path, said once
             entry = _why(err)
         _BY_CLASS[cls] = entry
@@ -101,10 +103,10 @@ def user_kernel(system: Any) -> tuple[Any, np.ndarray] | None:
     return entry(*(float(v) for v in p)), p
 
 
-def why_not_compiled(system: Any) -> str | None:
-    """The reason ``system`` runs in NumPy (None: it compiles, or it is not a user's system)."""
-    user_kernel(system)
-    entry = _BY_CLASS.get(type(system))
+def reason(cls: type) -> str | None:
+    """The reason the user's system class ``cls`` runs in NumPy, once it has been asked for a kernel (None: it
+    compiles, or it has not been asked; ``compiled.systems.why_not_compiled`` asks)."""
+    entry = _BY_CLASS.get(cls)
     return entry if isinstance(entry, str) else None
 
 
@@ -112,7 +114,7 @@ def _label(cls: type) -> str:
     return f"{getattr(cls, 'name', '') or cls.__name__} ({cls.__module__}:{cls.__qualname__})"
 
 
-def _register(cls: type, system: Any) -> Any:
+def _register(cls: type, system: Any, dispatchers: tuple[Any, Any]) -> Any:
     """Make the parameter class of ``cls`` and jit its field (checked against NumPy's at a state); or the reason."""
     from ..systems.base import System
 
@@ -133,17 +135,16 @@ def _register(cls: type, system: Any) -> Any:
     pp_cls = params_class(f"{_PREFIX}{p.size}_{_source_hash(cls)}_{re.sub(r'[^0-9A-Za-z]', '', cls.__name__)[:40]}")
     COMPILED[pp_cls] = UserFields(cls, int(cls.dim), *jitted)
     try:
-        _check(system, pp_cls(*(float(v) for v in p)), p, jitted[1] is not None)
+        _check(system, pp_cls(*(float(v) for v in p)), p, jitted[1] is not None, dispatchers)
     except Exception:
         del COMPILED[pp_cls]
         raise
     return pp_cls
 
 
-def _check(system: Any, pp: Any, p: np.ndarray, with_jacobian: bool) -> None:
+def _check(system: Any, pp: Any, p: np.ndarray, with_jacobian: bool, dispatchers: tuple[Any, Any]) -> None:
     """Compile the dispatchers for ``pp`` and compare them with NumPy's evaluation at the system's default state."""
-    from .systems import jacobian, vector_field
-
+    vector_field, jacobian = dispatchers
     y = np.ascontiguousarray(getattr(system, "default_y0", None) or np.linspace(0.3, 0.7, system.dim), dtype=np.float64)
     user = COMPILED[type(pp)]
     for fn in (user.field, user.jacobian):  # the user's own functions first: numba's error then names their line
@@ -204,4 +205,4 @@ def _source_hash(cls: type) -> str:
     return h.hexdigest()[:20]
 
 
-__all__ = ["user_kernel", "why_not_compiled", "params_class", "COMPILED", "UserFields"]
+__all__ = ["user_kernel", "reason", "params_class", "COMPILED", "UserFields"]
