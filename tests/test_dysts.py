@@ -186,6 +186,25 @@ def test_the_field_compiles_with_numba(fake_dysts):
         np.testing.assert_allclose(np.array(jacobian(params, y)), system.jacobian(np.array(y)))
 
 
+def test_a_dysts_flow_runs_on_the_compiled_loops(fake_dysts):
+    """Issue 91 item 4: a dysts flow goes through the user's compiled path (no warning, a lean loop), its states those
+    of the NumPy path."""
+    pytest.importorskip("numba")
+    import vpintegrator as vp
+    from vpintegrator.compiled import compiled_stepper
+    from vpintegrator.compiled.systems import why_not_compiled
+
+    system = get_system("dysts:Lorenz")
+    assert why_not_compiled(system) is None
+    y0 = np.array([[1.0, -2.0, 3.5]])
+    for method in ("rk4", "implicit_midpoint"):
+        stepper = compiled_stepper(system, method, 0.001)
+        assert stepper is not None and stepper.engine == "lean" and not isinstance(stepper.kid, int)
+        np.testing.assert_allclose(vp.integrate(system, y0, 0.001, 300, method=method).y,
+                                   vp.integrate(system, y0, 0.001, 300, method=method, compiled=False).y,
+                                   rtol=0, atol=1e-11)
+
+
 def test_a_jacobian_that_disagrees_with_the_field_is_not_used(fake_dysts):
     system = get_system("dysts:WrongJac")
     assert type(system).field_jacobian is None
