@@ -47,7 +47,14 @@ def test_record_names_versions_command_time_and_hashes_inputs(tmp_path):
     assert rec["vpintegrator"] == __version__
     assert rec["versions"]["numpy"] == np.__version__ and rec["versions"]["torch"] == str(torch.__version__)
     assert rec["versions"]["h5py"] == h5py.__version__ and rec["versions"]["python"].count(".") == 2
-    assert set(rec["versions"]) == {"python", "numpy", "scipy", "torch", "h5py", "numba"}
+    assert set(rec["versions"]) == {"python", "numpy", "scipy", "torch", "h5py", "numba", "pysindy", "scikit-learn"}
+    from importlib import metadata
+
+    for name in ("pysindy", "scikit-learn"):  # the fitted rows' libraries: their versions, or None when absent
+        try:
+            assert rec["versions"][name] == metadata.version(name)
+        except metadata.PackageNotFoundError:
+            assert rec["versions"][name] is None
     assert rec["command"] == prov.command_line(sys.argv) and len(rec["command"]) == len(sys.argv)
     assert not any(a.startswith("/") for a in rec["command"])  # no absolute path of this machine (issue 33)
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", rec["time"])

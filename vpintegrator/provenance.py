@@ -36,8 +36,9 @@ from ._version import __version__
 
 __all__ = ["provenance_record", "provenance_attr", "file_sha256", "parse_provenance", "redact_path", "command_line"]
 
-#: the packages whose versions a record names (``python`` is added first)
-PACKAGES = ("numpy", "scipy", "torch", "h5py", "numba")
+#: the packages whose versions a record names (``python`` is added first); pysindy and scikit-learn fit the sindy and
+#: delay-SINDy rows (their fits change with them: issue 86), None where not installed
+PACKAGES = ("numpy", "scipy", "torch", "h5py", "numba", "pysindy", "scikit-learn")
 _ROOT = Path(__file__).resolve().parent.parent  # the checkout, when run from one
 _GIT_TIMEOUT = 5.0  # seconds; a hung git gives "no git state", never a slow run
 _CHUNK = 1 << 20
