@@ -311,3 +311,16 @@ def test_the_cuda_graph_steps_a_normalised_model_as_the_host_engine():
     window0 = _states(3)[:, :2]
     host = rollout(ModelStep(model, "cpu", scalar_max_batch=0), window0, 0.2, 5).y
     np.testing.assert_allclose(_device_engine_states(model, window0, 5, "cuda"), host, rtol=1e-12, atol=0)
+
+
+def test_fine_tuning_keeps_the_coordinates_of_the_model_it_starts_from(offset_rigid_body, tmp_path):
+    data = str(write_trajectories(tmp_path / "offset.h5", offset_rigid_body))
+    cfg = dict(data=[data], model={"name": "vpff", "n_blocks": 2}, epochs=1, dtype="float64")
+    first = vp.fit(dict(cfg, out=str(tmp_path / "first")))
+    parent = model_normalisation(first.model)
+    assert parent is not None
+    tuned = vp.fit(dict(cfg, init_from=str(tmp_path / "first"), out=str(tmp_path / "tuned")))
+    assert model_normalisation(tuned.model) == parent
+    assert "from init_from" in tuned.model.trained_on["normalisation"]["reason"]
+    with pytest.raises(VPIntegratorError, match="steps in normalised coordinates"):
+        vp.fit(dict(cfg, init_from=str(tmp_path / "first"), normalise="off", out=str(tmp_path / "off")))
