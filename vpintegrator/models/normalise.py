@@ -224,7 +224,9 @@ def resolve_normalisation(mode: str, model: Any, train_states: Any, name: str = 
         if mode != "auto":
             raise VPIntegratorError(f"normalise = {mode!r}: {name} is {blocked}; set normalise = 'off' (or 'auto')",
                                     key="normalise")
-        return None, {"mode": mode, "applied": False, "reason": f"{name} is {blocked}"}
+        need = coordinates_need(train_states, rule)
+        reason = "the training states are unit-scale" if need is None else f"{need}, but {name} is {blocked}"
+        return None, {"mode": mode, "applied": False, "reason": reason}
     if mode in NORMALISE_RULES:
         if mode not in _ADMITS[rule]:
             raise VPIntegratorError(
