@@ -21,7 +21,9 @@ Nothing dysts says about structure is taken on trust: ``_jac`` is used only wher
 of ``_rhs`` at sampled states (else the system has no Jacobian, and the implicit methods refuse it); a flow whose
 ``_rhs`` reads ``t`` (at sampled states) is refused as non-autonomous, a delay equation (``DynSysDelay``) as such;
 [`dysts_structure`][vpintegrator.systems.dysts.dysts_structure] (``vp-gen --list dysts``) measures each flow's
-divergence and canonical-Hamiltonian structure on samples and prints dysts' own flag beside it.
+divergence and canonical-Hamiltonian structure on samples and prints dysts' own flag beside it. A component ``i``
+whose field is 2π-periodic, ``f(y + 2π e_i) = f(y)`` at the samples but not ``f(y + 0.37·2π e_i)`` (a field that
+ignores ``y_i`` has no period), is declared ``periodic`` with period 2π (the ABC flow's torus): its errors are wrapped.
 
 A file written from such a system records ``system = "dysts:NAME"`` and its parameters; a reader rebuilds it through
 the same name.
@@ -252,13 +254,14 @@ def _make_class(flow: _Flow) -> type[System]:
             note = f"dysts' _jac differs from differences of _rhs (relative {error:.1e})"
     period = flow.meta.get("period")
     period = float(period) if isinstance(period, (int, float)) and period > 0 else None
+    angles = _angles(field, np.array(flow.param_values), _samples(flow))
     namespace = {
         "name": PREFIX + flow.name, "dysts_name": flow.name, "dim": flow.dim, "dysts_metadata": flow.meta,
         "state_names": flow.state_names if len(set(flow.state_names)) == flow.dim else (),
         "default_y0": flow.y0, "default_dt": None if period is None else period / 100,
         "default_t_end": None if period is None else 10 * period,
         "field": staticmethod(field), "field_jacobian": None if jacobian is None else staticmethod(jacobian),
-        "field_helpers": helpers,
+        "field_helpers": helpers, "periodic": {i: 2 * np.pi for i in angles},
         "jacobian_note": note, "__module__": __name__,
         "__doc__": f"dysts' {flow.name}: {' '.join(str(flow.meta.get('description', '')).split())}",
     }
@@ -319,6 +322,23 @@ def _differences(field: Callable[..., Any], p: np.ndarray, y: np.ndarray) -> np.
     f = _evaluate(field, p, shifted)  # (n, dim_j, 4, dim_i)
     d = np.einsum("s,njsi->nij", weights, f) / h[:, None, :]
     return d
+
+
+def _angles(field: Any, p: np.ndarray, y: np.ndarray) -> list[int]:
+    """The components ``i`` in which the field is 2π-periodic at the states y (n, dim), measured: ``f(y + 2π e_i)``
+    equals ``f(y)`` to ``STRUCTURE_RTOL`` of max |f|, and ``f(y + 0.37·2π e_i)`` does not (else f ignores y_i)."""
+    dim = y.shape[-1]
+    shifts = 2 * np.pi * np.array([1.0, 0.37])[:, None, None] * np.eye(dim)[None]  # (2, dim_i, dim)
+    with np.errstate(all="ignore"):
+        try:
+            f0 = _evaluate(field, p, y)  # (n, dim)
+            f = _evaluate(field, p, y[:, None, None, :] + shifts[None])  # (n, 2, dim_i, dim)
+        except Exception:  # noqa: BLE001 - a field that fails off its samples has no measured period
+            return []
+    if not (np.isfinite(f0).all() and np.isfinite(f).all()):
+        return []
+    gap = np.max(np.abs(f - f0[:, None, None, :]), axis=(0, 3)) / max(1.0, float(np.max(np.abs(f0))))  # (2, dim_i)
+    return [i for i in range(dim) if gap[0, i] <= STRUCTURE_RTOL and gap[1, i] > STRUCTURE_RTOL]
 
 
 def _jacobian_error(field: Any, jac_fn: Any, p: np.ndarray, y: np.ndarray) -> float:
