@@ -14,7 +14,7 @@ import numpy as np
 from .errors import VPIntegratorError
 
 __all__ = ["array_namespace", "to_numpy", "as_like", "copy_array", "first_true", "row_max", "squared_norm",
-           "relative_error", "relative_loss", "relative_drift", "DTYPES", "resolve_dtype"]
+           "relative_error", "relative_loss", "relative_drift", "wrap", "DTYPES", "resolve_dtype"]
 
 #: the floating dtypes the package trains and runs models in, by name
 DTYPES = ("float32", "float64")
@@ -69,14 +69,39 @@ def squared_norm(x: Any, start: int = 0) -> Any:
     return sq.sum() if start == 0 else sq.flatten(start).sum(-1)
 
 
-def relative_error(pred: Any, target: Any) -> Any:
+def wrap(d: Any, period: Any) -> Any:
+    """Each periodic component of ``d`` (..., dim) taken to its representative in (−P/2, P/2]:
+    ``d − P·ceil(d/P − 1/2)``; components with period 0 are left as they are (``period`` None: all are).
+
+    Parameters
+    ----------
+    d : array, shape (..., dim)
+        Differences of states (or states), NumPy or torch.
+    period : ndarray, shape (dim,), or None
+        Each component's period, 0 where not periodic (``vpintegrator.systems.base.check_periods``).
+    """
+    if period is None:
+        return d
+    p = np.asarray(period, dtype=np.float64)
+    if not p.any():
+        return d
+    xp = array_namespace(d)
+    q = as_like(np.where(p > 0, p, 1.0), d)
+    if xp is not np:
+        q = q.to(d.dtype)
+    return xp.where(as_like(p > 0, d), d - q * xp.ceil(d / q - 0.5), d)
+
+
+def relative_error(pred: Any, target: Any, period: Any = None) -> Any:
     """The relative error ``‖pred − target‖ / ‖target‖`` along the last axis: (..., dim) -> (...).
 
     The Euclidean norms as ``np.linalg.norm`` computes them (the square root of the sum of squares), each
-    taken on its own; NaN or inf where the target is 0 or a state is not finite, without warnings.
+    taken on its own; NaN or inf where the target is 0 or a state is not finite, without warnings. With
+    ``period`` (dim,) (0 where not periodic) the difference and the target are wrapped first (``wrap``).
     """
     xp = array_namespace(pred)
-    d = pred - target
+    d = wrap(pred - target, period)
+    target = wrap(target, period)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         return xp.sqrt((d * d).sum(-1)) / xp.sqrt((target * target).sum(-1))
 

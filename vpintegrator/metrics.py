@@ -18,6 +18,12 @@ quantities chunk by chunk along time, so that metrics of a rollout of any horizo
   (0 for an exactly volume-preserving map);
 - wall time per step (measured by the rollout engine).
 
+Periodic components (an angle of period ``P``: ``period[i] = P``, 0 where not periodic; a system's, spec's or
+data file's ``periodic``, ``vpintegrator.data.trajectories.state_periods``): every difference ``ẑ_i − z_i`` is
+wrapped to (−P/2, P/2] before any norm (``vpintegrator.arrays.wrap``), the relative error's ``‖z‖`` is the norm
+of ``z``'s representative (its periodic components wrapped too), and the NRMSE's spread of such a component is
+its circular spread ``σ_i = sqrt(−2 ln R) · P / (2π)``, ``R`` the mean resultant length of ``exp(2πi z_i / P)``.
+
 Per-trajectory values are aggregated over trajectories in ``summary_row``: the mean for the final
 relative error and the valid prediction time, the maximum (the worst trajectory) for drifts and volume.
 
@@ -35,7 +41,7 @@ import numpy as np
 
 from .errors import VPIntegratorError
 from .arrays import array_namespace, as_like, copy_array, first_true, row_max, to_numpy
-from .arrays import relative_drift as _relative_drift, relative_error as _relative_error
+from .arrays import relative_drift as _relative_drift, relative_error as _relative_error, wrap
 from .data.summary import summary_row  # noqa: F401 (the table row; in the data layer, which merges rollout shards)
 # the table's text and files: in the data layer too, where the work-precision table is written
 from .data.summary import format_markdown, format_text, read_table, write_table  # noqa: F401
@@ -51,13 +57,15 @@ OFFSET_RATIO = 3.0
 # --------------------------------------------------------------------------- array functions
 
 
-def relative_error(y: np.ndarray, y_ref: np.ndarray) -> np.ndarray:
+def relative_error(y: np.ndarray, y_ref: np.ndarray, period: np.ndarray | None = None) -> np.ndarray:
     """Relative error ``‖ŷ − y‖ / ‖y‖`` at every step.
 
     Parameters
     ----------
     y, y_ref : ndarray, shape (n_traj, n_states, dim)
         Prediction and reference on the same time grid (or two torch tensors on one device).
+    period : ndarray, shape (dim,), optional
+        Each component's period, 0 where not periodic: the difference and ``y`` wrapped (module docstring).
 
     Returns
     -------
@@ -71,7 +79,7 @@ def relative_error(y: np.ndarray, y_ref: np.ndarray) -> np.ndarray:
             f"relative_error: prediction shape {tuple(y.shape)} differs from reference shape {tuple(y_ref.shape)}; "
             "compare trajectories on the same (n_traj, n_states, dim) grid"
         )
-    return _relative_error(y, y_ref)  # the one formula (vpintegrator.arrays)
+    return _relative_error(y, y_ref, period)  # the one formula (vpintegrator.arrays)
 
 
 def valid_prediction_time(
@@ -97,7 +105,7 @@ def valid_prediction_time(
     return np.where(exceeded.any(axis=1), t[first], t[-1])
 
 
-def nrmse(y: Any, y_ref: Any, scale: Any) -> Any:
+def nrmse(y: Any, y_ref: Any, scale: Any, period: Any = None) -> Any:
     """The normalised RMSE ``sqrt(mean_i ((ŷ_i − y_i) / σ_i)²)`` at every step (``σ = scale``, per component).
 
     Parameters
@@ -106,6 +114,8 @@ def nrmse(y: Any, y_ref: Any, scale: Any) -> Any:
         Prediction and reference (or two float64 torch tensors on one device).
     scale : ndarray, shape (dim,)
         Each component's spread (``spread``), > 0.
+    period : ndarray, shape (dim,), optional
+        Each component's period, 0 where not periodic: those differences wrapped (module docstring).
 
     Returns
     -------
@@ -114,31 +124,46 @@ def nrmse(y: Any, y_ref: Any, scale: Any) -> Any:
     xp = array_namespace(y)
     if xp is np:
         y, y_ref = np.asarray(y, dtype=np.float64), np.asarray(y_ref, dtype=np.float64)
-    d = (y - y_ref) / as_like(np.asarray(scale, dtype=np.float64), y)
+    d = wrap(y - y_ref, period) / as_like(np.asarray(scale, dtype=np.float64), y)
     return xp.sqrt((d * d).mean(-1))
 
 
-def spread(blocks: Any) -> tuple[np.ndarray, np.ndarray]:
+def spread(blocks: Any, period: Any = None) -> tuple[np.ndarray, np.ndarray]:
     """Each component's mean and standard deviation over every state of ``blocks`` (an iterable of arrays
     (..., dim); shifted sums in float64, so that a large offset costs no digits). A component that never
     moves gets a spread of 1 (its NRMSE is then its absolute error).
+
+    With ``period`` (dim,) (0 where not periodic), a periodic component's mean is its circular mean (in
+    (−P/2, P/2]) and its spread the circular standard deviation ``sqrt(−2 ln R) · P / (2π)``, ``R`` the mean
+    resultant length ``|mean exp(2πi y / P)|`` (``R`` floored at 1e-300: a uniform spread stays finite).
 
     Returns
     -------
     mean, std : ndarray, shape (dim,)
     """
     shift = n = total = squares = None
+    circ = 0j
     for block in blocks:
         b = np.asarray(block, dtype=np.float64).reshape(-1, np.shape(block)[-1])
         if shift is None:
             shift, n, total, squares = b[0].copy(), 0, 0.0, 0.0
         d = b - shift
         n, total, squares = n + b.shape[0], total + d.sum(0), squares + (d * d).sum(0)
+        if period is not None and np.any(period):
+            p = np.where(np.asarray(period) > 0, period, np.inf)
+            circ = circ + np.exp(2j * np.pi * b / p).sum(0)  # (dim,): 1 per state where not periodic
     if not n:
         raise VPIntegratorError("spread: no states given")
     mean = total / n
     std = np.sqrt(np.maximum(squares / n - mean * mean, 0.0))
-    return shift + mean, np.where(std > 0, std, 1.0)
+    mean = shift + mean
+    if period is not None and np.any(period):
+        on, p = np.asarray(period) > 0, np.asarray(period, dtype=np.float64)
+        c = circ / n
+        r = np.maximum(np.abs(c), 1e-300)
+        mean = np.where(on, np.angle(c) * p / (2 * np.pi), mean)
+        std = np.where(on, np.sqrt(np.maximum(-2 * np.log(np.minimum(r, 1.0)), 0.0)) * p / (2 * np.pi), std)
+    return mean, np.where(std > 0, std, 1.0)
 
 
 def offset_note(mean: np.ndarray, std: np.ndarray, what: str = "the data") -> str | None:
@@ -418,12 +443,15 @@ class TrajectoryMetricsStream:
         and the identity map holds the last of them.
     vpt_threshold : float
         NRMSE bounding the valid-prediction horizon.
+    period : ndarray, shape (dim,), optional
+        Each component's period, 0 where not periodic: every error wraps those components (module docstring).
     """
 
     def __init__(self, system: Any, n_traj: int, t_center: float = 0.0,
                  threshold: float = VALID_ERROR_THRESHOLD, scale: np.ndarray | None = None, context: int = 1,
-                 vpt_threshold: float = VPT_THRESHOLD) -> None:
+                 vpt_threshold: float = VPT_THRESHOLD, period: np.ndarray | None = None) -> None:
         self.scale, self.context, self.vpt_threshold = scale, int(context), float(vpt_threshold)
+        self.period = period
         self._k = 0  # the step of the next chunk's first state
         self._hold: Any = None  # the identity map's state: the reference at step context - 1
         # per trajectory: the VPT, and the sums of the method's and the identity's NRMSE over the predicted steps
@@ -471,7 +499,7 @@ class TrajectoryMetricsStream:
                 self._vpt, self._sums = as_like(self._vpt, y), [as_like(v, y) for v in self._sums]
                 self._max_drift = {k: as_like(v, y) for k, v in self._max_drift.items()}
         if y_ref is not None:
-            err = relative_error(y, y_ref)
+            err = relative_error(y, y_ref, self.period)
             out["rel_error"] = err
             exceeded = ~(err <= self.threshold)
             first = xp.isnan(self._valid_time) & exceeded.any(1)
@@ -503,14 +531,14 @@ class TrajectoryMetricsStream:
         k0, n, c = self._k, y.shape[1], self.context
         if self._hold is None and k0 <= c - 1 < k0 + n:
             self._hold = copy_array(y_ref[:, c - 1 - k0 : c - k0])  # (n_traj, 1, dim)
-        e = nrmse(y, y_ref, self.scale)
+        e = nrmse(y, y_ref, self.scale, self.period)
         exceeded = ~(e <= self.vpt_threshold)
         first = xp.isnan(self._vpt) & exceeded.any(1)
         self._vpt = xp.where(first, t[first_true(exceeded)], self._vpt)
         a = max(c - k0, 0)  # the chunk's first predicted step
         if a < n:
             held = xp.broadcast_to(self._hold, y_ref[:, a:].shape)
-            self._sums = [self._sums[0] + e[:, a:].sum(1), self._sums[1] + nrmse(held, y_ref[:, a:], self.scale).sum(1)]
+            self._sums = [self._sums[0] + e[:, a:].sum(1), self._sums[1] + nrmse(held, y_ref[:, a:], self.scale, self.period).sum(1)]
 
     def summary(self) -> dict[str, np.ndarray]:
         """Per-trajectory summary: ``final_rel_error``, ``valid_time``, ``max_rel_drift_<inv>``,

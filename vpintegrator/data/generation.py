@@ -518,4 +518,5 @@ def _meta(plan: GenerationPlan, n_traj: int) -> dict[str, Any]:
         "chunk_size": plan.chunk,
         "generator": generator,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **({"periodic": list(plan.periodic)} if any(plan.periodic) else {}),
     }

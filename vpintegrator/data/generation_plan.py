@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import VPIntegratorError
 from ..systems import System, get_system, system_meta
 from .flow import compiled_kernel, max_batch
-from .spec import DOP853, GenerationSpec
+from .spec import DOP853, GenerationSpec, spec_periods
 
 __all__ = ["GenerationPlan", "build_plan"]
 
@@ -62,6 +62,8 @@ class GenerationPlan:
     compression: str | None
     parameters: Mapping[str, Any]
     parameter_dists: Mapping[str, Any]
+    #: each component's period, 0 where not periodic (``spec_periods``; recorded as ``/y``'s attribute ``periodic``)
+    periodic: tuple[float, ...] = ()
 
     @property
     def dim(self) -> int:
@@ -125,4 +127,5 @@ def build_plan(spec: GenerationSpec) -> GenerationPlan:
         dt=spec.dt, n_states=n_states, method=spec.method, rtol=spec.rtol, atol=spec.atol, kernel=kernel,
         chunk=_chunk(spec.chunk_size, spec.method, spec.rtol, n_states, system.dim, kernel is not None),
         compression=None if spec.compression == "none" else spec.compression,
-        parameters=dict(spec.parameters), parameter_dists=dists)
+        parameters=dict(spec.parameters), parameter_dists=dists,
+        periodic=tuple(float(p) for p in spec_periods(spec.periodic, where, system)))

@@ -59,7 +59,7 @@ def _attach(ds: h5py.Dataset, *axes: str | None) -> None:
             ds.dims[i].attach_scale(root[axis])
 
 
-def label_trajectory_file(f: h5py.File, *, system: Any, traj_start: int = 0) -> None:
+def label_trajectory_file(f: h5py.File, *, system: Any, traj_start: int = 0, periodic: Any = None) -> None:
     """Dimension scales and units of a trajectory file holding ``/t``, ``/y`` and maybe ``/params``.
 
     Parameters
@@ -70,6 +70,9 @@ def label_trajectory_file(f: h5py.File, *, system: Any, traj_start: int = 0) -> 
         Where the state names and units come from (a registry name or class path is looked up).
     traj_start : int, default 0
         The whole data set's index of row 0 (a shard's ``shard_traj_start``).
+    periodic : sequence of float, optional
+        Each component's period, 0 where not periodic: written as ``/y``'s attribute ``periodic`` (where a file
+        from elsewhere declares it too; ``vpintegrator.data.trajectories.state_periods``).
     """
     y = f["y"]
     n_traj, _, dim = y.shape
@@ -78,6 +81,8 @@ def label_trajectory_file(f: h5py.File, *, system: Any, traj_start: int = 0) -> 
     _scale(f, STATE, _strings(state_names(system, dim)), "state component", None)
     y.attrs["long_name"] = "state"
     y.attrs["units"] = state_units(system)
+    if periodic is not None and np.any(np.asarray(periodic, dtype=np.float64) > 0):
+        y.attrs["periodic"] = np.asarray(periodic, dtype=np.float64)
     _attach(y, TRAJECTORY, TIME, STATE)
     if "params" in f:
         params = f["params"]

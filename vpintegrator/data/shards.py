@@ -162,7 +162,7 @@ def write_shard_index(out: str | os.PathLike[str], count: int) -> Path:
                                                       shape=(b - a, n_p))
                 ds = f.create_virtual_dataset(PARAMS_DATASET, players, fillvalue=np.nan)
                 ds.attrs["names"] = src[PARAMS_DATASET].attrs["names"]
-            label_trajectory_file(f, system=meta.get("system_class") or meta.get("system"))
+            label_trajectory_file(f, system=meta.get("system_class") or meta.get("system"), periodic=meta.get("periodic"))
     return out
 
 

@@ -7,6 +7,8 @@ generator::
 
     [system]
     name = "rigid_body"              # vpintegrator.systems.list_systems()
+    # periodic = {0 = 6.283185307179586}   # optional: components that are angles, {index = period} (or dim
+    #                                        periods, 0 where not); default the system's own ``periodic``
     inertia = [2.0, 1.0, 0.6666666666666666]   # every other key is a system parameter
 
     [initial_conditions]
@@ -60,7 +62,7 @@ DEFAULT_CHUNK_SIZE = 2048
 # TOML layout: section -> {key: GenerationSpec field}. [system] and [initial_conditions] also take free
 # keys (system parameters, sampler arguments).
 _SECTIONS: dict[str, dict[str, str]] = {
-    "system": {"name": "system"},
+    "system": {"name": "system", "periodic": "periodic"},
     "initial_conditions": {"sampler": "sampler", "n_traj": "n_traj"},
     "integration": {
         "dt": "dt",
@@ -82,7 +84,7 @@ _REQUIRED_INTEGRATION = ("dt", "t_end")
 #: Keys accepted as overrides by ``load_spec`` (and as ``vp-gen`` flags).
 OVERRIDES = (
     "n_traj", "dt", "t_end", "method", "rtol", "atol", "seed", "chunk_size", "out", "compression", "sampler", "params",
-    "sampler_args", "parameters",
+    "periodic", "sampler_args", "parameters",
 )
 #: /y's HDF5 filter (after shuffle): gzip (readable everywhere, the default), lzf (h5py only) or none. On float64
 #: trajectories gzip, its noise bytes stored (data/_parallel.py), is 17 % smaller than none for the least CPU of
@@ -214,6 +216,10 @@ class GenerationSpec(Config):
         Spec name (the TOML file's stem).
     system : str
         System registry name; ``params`` its parameters (``get_system(system, **params)``).
+    periodic : dict, list or None
+        The ``[system] periodic`` key: the components that are angles, ``{index = period}`` or ``dim`` periods
+        (0 where not periodic); None: the system's own ``periodic`` (``vpintegrator.systems.System``). Recorded
+        in the file (``/y``'s attribute ``periodic``); every error, metric and figure wraps those components.
     sampler : str
         Initial-condition sampler name; ``sampler_args`` its arguments.
     n_traj : int or None
@@ -256,6 +262,7 @@ class GenerationSpec(Config):
     dt: float = key(type=float, low=0, open_low=True, show_default=_FROM_SPEC)
     t_end: float = key(type=float, low=0, open_low=True, show_default=_FROM_SPEC)
     params: dict[str, Any] = key(default_factory=dict, type=dict, expected=_TABLE, flag="")
+    periodic: Any = key(None, flag="")
     sampler_args: dict[str, Any] = key(default_factory=dict, type=dict, expected=_TABLE, flag="")
     parameters: dict[str, Any] = key(default_factory=dict, type=dict, expected=_TABLE, flag="")
     n_traj: int | None = key(None, type=int, low=1, optional=True, expected="an integer >= 1",
@@ -309,6 +316,10 @@ class GenerationSpec(Config):
         from ..config import dump_toml
 
         tables = {section: {key: getattr(self, fld) for key, fld in keys.items()} for section, keys in _SECTIONS.items()}
+        if self.periodic is None:
+            del tables["system"]["periodic"]
+        elif isinstance(self.periodic, dict):  # TOML's keys are strings
+            tables["system"]["periodic"] = {str(k): v for k, v in self.periodic.items()}
         tables["system"].update(self.params)
         tables["initial_conditions"].update(self.sampler_args)
         tables["parameters"].update(self.parameters)
@@ -427,6 +438,7 @@ def _check_names(spec: GenerationSpec) -> None:
         raise VPIntegratorError(f"{where}: [system] {err}") from None
     except TypeError as err:  # a parameter of the wrong type
         raise VPIntegratorError(f"{where}: [system] bad parameter: {err}") from None
+    spec_periods(spec.periodic, where, get_system(spec.system, **spec.params))
     if spec.parameters:
         from .param_dists import check_parameters
 
@@ -437,6 +449,15 @@ def _check_names(spec: GenerationSpec) -> None:
             f"{', '.join(list_samplers())}"
         )
     _check_method(spec.method, f"{where}: key 'integration.method'")
+
+
+def spec_periods(periodic: Any, where: str, system: Any) -> np.ndarray:
+    """Each component's period (dim,), 0 where not periodic: a spec's ``[system] periodic`` (None: the system's own);
+    a bad declaration is a one-line error naming ``where`` and the key (``vpintegrator.data.trajectories.state_periods``)."""
+    from .trajectories import state_periods
+
+    given = None if periodic is None else {"periodic": periodic, "source": where}
+    return state_periods(system, system.dim, given, key="key 'system.periodic'")
 
 
 def _apply_overrides(spec: GenerationSpec, overrides: dict[str, Any]) -> GenerationSpec:
@@ -461,7 +482,7 @@ def _apply_overrides(spec: GenerationSpec, overrides: dict[str, Any]) -> Generat
         raise VPIntegratorError(f"{err} (after overrides {given})", key=err.key) from None
     finally:
         _REPLACING.reset(token)
-    if {"params", "sampler", "parameters"} & set(changes):
+    if {"params", "sampler", "parameters", "periodic"} & set(changes):
         _check_names(new)
     return new
 

@@ -355,3 +355,23 @@ def state_units(system: Any) -> str:
     """The ``units`` of the states: the system class's ``state_units``, else ``"1"`` (dimensionless)."""
     units = getattr(_system_class(system), "state_units", None)
     return units if isinstance(units, str) and units else DIMENSIONLESS
+
+
+def state_periods(system: Any, dim: int, meta: Mapping[str, Any] | None = None,
+                  key: str = "/y attribute 'periodic'") -> np.ndarray:
+    """Each state component's period, 0 where not periodic: (dim,) float64. The data's declaration (``meta``'s
+    ``periodic``: a file's ``/y`` attribute, which ``vp-gen`` writes from the spec or the system) wins over the
+    system's (the object's ``periodic``, else its class's); both checked by ``vpintegrator.systems.base.check_periods``.
+    A declaration of another size (the full state of an observed run's channels) wraps nothing. ``key`` names the
+    declaration in a message (a spec's ``key 'system.periodic'``, its ``source`` the spec file)."""
+    from ..systems.base import check_periods
+
+    declared = None if meta is None else meta.get("periodic")
+    where = f"{meta.get('source') or 'the data file'}: {key}" if declared is not None else ""
+    if declared is None:
+        own = None if system is None or isinstance(system, str) else getattr(system, "periodic", None)
+        declared = own if own is not None else getattr(_system_class(system), "periodic", None)
+        where = f"system {getattr(system, 'name', system)!r}: periodic"
+    if declared is not None and not isinstance(declared, dict) and np.size(declared) not in (0, dim):
+        return np.zeros(dim)
+    return check_periods(declared, dim, where)

@@ -201,7 +201,8 @@ class TrajectoryWriter:
                 ds = self._file.create_dataset(PARAMS_DATASET, data=values)
                 ds.attrs["names"] = np.array(list(names), dtype=h5py.string_dtype())
             label_trajectory_file(self._file, system=self._meta.get("system_class") or self._meta.get("system"),
-                                  traj_start=int(self._meta.get("shard_traj_start") or 0))
+                                  traj_start=int(self._meta.get("shard_traj_start") or 0),
+                                  periodic=self._meta.get("periodic"))
             self.update_meta({})
         except BaseException as err:
             self._close(err)

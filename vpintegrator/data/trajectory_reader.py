@@ -81,6 +81,8 @@ def file_meta(path: Path, f: h5py.File) -> dict[str, Any]:
     names = file_state_names(f)
     if names:
         meta["state_names"] = list(names)
+    if "periodic" in f["y"].attrs:  # the components that are angles (vpintegrator.data.trajectories.state_periods)
+        meta["periodic"] = np.atleast_1d(np.asarray(f["y"].attrs["periodic"])).tolist()  # checked where read
     return meta
 
 

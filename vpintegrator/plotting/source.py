@@ -140,6 +140,9 @@ def _from_memory(methods: dict[str, Any], reference, max_points) -> RolloutResul
     system = _system_or_none(first)
     names = tuple(system.invariant_names) if system is not None else ()
     metrics = {}
+    from ..data.trajectories import state_periods
+
+    period = state_periods(system, first.dim, first.meta)  # periodic components: errors wrapped (metrics)
     for label, traj in [("reference", reference), *methods.items()]:
         if traj is None:
             continue
@@ -147,7 +150,7 @@ def _from_memory(methods: dict[str, Any], reference, max_points) -> RolloutResul
         if label != "reference" and reference is not None:
             from ..metrics import relative_error
 
-            metrics[label].rel_error = relative_error(traj.y, reference.y)
+            metrics[label].rel_error = relative_error(traj.y, reference.y, period)
     meta = dict(first.meta)
     paper = is_paper_set(meta)
     meta["invariant_names"] = names

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from ..data.observation import Observation
+from ..data.trajectories import state_names, state_periods
 from ..errors import VPIntegratorError
 from ..jobs.executors import default_workers
 from ..metrics import VPT_THRESHOLD, offset_note, spread
@@ -161,6 +162,9 @@ class RolloutPlan:
         Each component's standard deviation over the training data, the NRMSE's scale (``data_spread``); planned,
         with ``table_notes`` (lines below the table: an offset that dominates ‖y‖,
         ``vpintegrator.metrics.offset_note``).
+    period : ndarray, shape (dim,), or None
+        Each scored component's period, 0 where not periodic (the data's or the system's ``periodic``,
+        ``vpintegrator.data.trajectories.state_periods``): every error wraps those components; planned.
     blocks : Blocks
         How the run is cut (``attrs`` empty and ``workers`` the key's value for a whole run).
     notes, warnings : tuple of str
@@ -211,6 +215,7 @@ class RolloutPlan:
     vpt_threshold: float = VPT_THRESHOLD
     lyapunov: bool = False
     spread: np.ndarray | None = None
+    period: np.ndarray | None = None
     table_notes: tuple[str, ...] = ()
 
     @property
@@ -484,28 +489,39 @@ def plan_of(plan: RolloutPlan, ref_file: Trajectories) -> RolloutPlan:
                                          t_end=t0 + n_steps * dt)
     if observation is not None:
         desc += f"; observed in {observation.spec} ({', '.join(observation.names)})"
-    mean, std, source = data_spread(plan, system)
+    period = state_periods(system, system.dim, None if observation is not None else meta)  # (channels: none)
+    mean, std, source = data_spread(plan, system, period)
     lines.append(f"mean_nrmse and vpt (NRMSE > {plan.vpt_threshold:g}) against each component's spread over {source}")
     offset = offset_note(mean, std, source)
+    wrapped = wrapped_note(period, state_names(system, system.dim))
+    notes = tuple(n for n in (offset, wrapped) if n)
+    lines.extend(notes)
     if offset:
-        lines.append(offset)
         warnings.append(offset)
     return dataclasses.replace(
-        plan, data_t_end=data_t_end, system=system, t0=t0, n_steps=n_steps, spread=std,
+        plan, data_t_end=data_t_end, system=system, t0=t0, n_steps=n_steps, spread=std, period=period,
         heldout_y0=heldout_y0, methods=tuple(methods), labels=labels, run_labels=run_labels, reference_desc=desc,
         reference_attrs=ref_attrs, notes=tuple(lines), warnings=tuple(warnings),
-        table_notes=(offset,) if offset else ())
+        table_notes=notes)
 
 
 #: at most this many states of the training trajectories give the NRMSE's spread (the first trajectories)
 SPREAD_MAX_STATES = 1_000_000
 
 
-def data_spread(plan: RolloutPlan, system: Any) -> tuple[np.ndarray, np.ndarray, str]:
+def wrapped_note(period: np.ndarray, names: tuple[str, ...]) -> str | None:
+    """The line that says which components every error wraps (None: none periodic)."""
+    on = [f"{names[i]} (period {p:.6g})" for i, p in enumerate(period) if p > 0]
+    return (f"wrapped: {', '.join(on)}: every error, mean_nrmse and vpt take those differences in (-P/2, P/2] and "
+            "their spread is circular; the states are stored unwrapped") if on else None
+
+
+def data_spread(plan: RolloutPlan, system: Any, period: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, str]:
     """Each component's mean and spread (``vpintegrator.metrics.spread``) over the training data, in the
     channels the rows are scored on (``system``'s): the fitted rows' training trajectories, else those of the
     first model whose recorded split applies to the data file, else vp-train's default split of it (every
-    trajectory of a file of fewer than 3); at most ``SPREAD_MAX_STATES`` states. (mean, std, where from)."""
+    trajectory of a file of fewer than 3); at most ``SPREAD_MAX_STATES`` states; circular for the components
+    with a ``period``. (mean, std, where from)."""
     from ..data import read_trajectories
 
     n_file = int(plan.data_meta["n_traj"])
@@ -523,7 +539,7 @@ def data_spread(plan: RolloutPlan, system: Any) -> tuple[np.ndarray, np.ndarray,
             y = read_trajectories(data, traj=idx[a : a + 256]).y  # (n, n_states, dim)
             yield plan.observation.apply(y) if plan.observation is not None and y.shape[-1] != system.dim else y
 
-    mean, std = spread(blocks())
+    mean, std = spread(blocks(), period)
     return mean, std, source.format(Path(data).name)
 
 

@@ -73,12 +73,12 @@ DEFAULT_METHODS = (
 #: the tolerances of DOP853's ladder (rtol = atol)
 DOP853_RTOLS = (1e-4, 1e-6, 1e-8, 1e-10)
 
-def _relative_error(y: np.ndarray, ref: np.ndarray) -> np.ndarray:
+def _relative_error(y: np.ndarray, ref: np.ndarray, period: np.ndarray | None = None) -> np.ndarray:
     """[`vpintegrator.metrics.relative_error`][vpintegrator.metrics.relative_error] of final states (n, dim); a failed trajectory (NaN or inf)
-    counts as an infinite error, never a small one."""
+    counts as an infinite error, never a small one; periodic components (``period``) wrapped."""
     from ..metrics import relative_error
 
-    err = relative_error(y[:, None], ref[:, None])[:, 0]
+    err = relative_error(y[:, None], ref[:, None], period)[:, 0]
     err[~np.isfinite(err)] = np.inf
     return err
 
@@ -165,7 +165,8 @@ def _ladder_steps(dt: float, t_end: float, ladder: tuple[float, ...]) -> list[tu
 
 
 def _field_rows(label: str, model, system, one, y0: np.ndarray, ref: np.ndarray, dt: float, t_end: float,
-                ladder: tuple[float, ...], batch1: _Batch1, first: int, train_seconds: float) -> list[WorkPrecisionRow]:
+                ladder: tuple[float, ...], batch1: _Batch1, first: int, train_seconds: float,
+                period: np.ndarray | None = None) -> list[WorkPrecisionRow]:
     """The rows of a learned vector field: its integrator (``vpintegrator.rollout.field.field_step``) at every
     step of the ladder, like a classical method's; errors and drift of the true system; their batch-1 calls
     registered with ``batch1`` as rows ``first``, ``first + 1``, ..."""
@@ -175,7 +176,7 @@ def _field_rows(label: str, model, system, one, y0: np.ndarray, ref: np.ndarray,
     rows: list[WorkPrecisionRow] = []
     for h, n_steps in _ladder_steps(dt, t_end, ladder):
         tr = rollout(field_step(model, h), y0[:, None], h, n_steps)
-        med, p90, mx = _stats(_relative_error(tr.y[:, -1], ref))
+        med, p90, mx = _stats(_relative_error(tr.y[:, -1], ref, period))
         batch1.rollout(first + len(rows), lambda h=h: field_step(model, h), y0[:1, None], h, n_steps)
         rows.append(WorkPrecisionRow(label, "model", h, math.nan, n_steps, t_end, len(y0), med, p90, mx,
                                      _drift(system, tr.y), math.nan, "?", train_seconds))
@@ -197,6 +198,7 @@ def work_precision(
     train_seconds: dict[str, float] | None = None,
     amortise_over: float | None = None,
     observation: Any = None,
+    period: np.ndarray | None = None,
 ) -> list[WorkPrecisionRow]:
     """Work–precision rows of classical methods over a step ladder, DOP853 over tolerances, and models.
 
@@ -235,6 +237,10 @@ def work_precision(
         the observed channels of the exact first window and step in them. Errors against the observed exact
         flow.
 
+    period : ndarray, shape (dim,), optional
+        Each scored component's period, 0 where not periodic (default the system's ``periodic``; none on an
+        observation's channels): those components' errors are wrapped (``vpintegrator.metrics``).
+
     Returns
     -------
     list of WorkPrecisionRow
@@ -271,6 +277,10 @@ def work_precision(
         raise VPIntegratorError(f"observation: maps states of dim {observation.full_dim}, the system's are "
                                 f"{one.dim}", key="observe")
     seen = (lambda y: y) if observation is None else (lambda y: np.asarray(observation.apply(y)))
+    if period is None and observation is None:
+        from ..data.trajectories import state_periods
+
+        period = state_periods(one, one.dim)
     ref_full, ref = ref, seen(ref)
     rows: list[WorkPrecisionRow] = []
     batch1 = _Batch1()  # every row's batch-1 call, priced together at the end (interleaved, warm)
@@ -280,7 +290,7 @@ def work_precision(
         integrator = get_integrator(name)
         for h, n_steps in _ladder_steps(dt, t_end, ladder):
             tr = rollout(step_for(system, partial(IntegratorStep, integrator=integrator, dt=h)), y0[:, None], h, n_steps)
-            med, p90, mx = _stats(_relative_error(seen(tr.y[:, -1]), ref))
+            med, p90, mx = _stats(_relative_error(seen(tr.y[:, -1]), ref, period))
             batch1.rollout(len(rows), lambda h=h, integrator=integrator: IntegratorStep(one, integrator, h),
                            y0[:1, None], h, n_steps)
             rows.append(WorkPrecisionRow(integrator.name, "integrator", h, math.nan, n_steps, t_end, len(y0), med,
@@ -289,7 +299,7 @@ def work_precision(
         n_out = max(2, round(t_end / dt) + 1)
         t = np.linspace(0.0, t_end, n_out)
         y = solve_flow_rows(system, y0, t, rtol, rtol)
-        med, p90, mx = _stats(_relative_error(seen(y[:, -1]), ref))
+        med, p90, mx = _stats(_relative_error(seen(y[:, -1]), ref, period))
         def dop853(rtol: float = float(rtol)) -> object:
             return solve_flow(one, y0[:1], np.array([0.0, t_end]), rtol=rtol, atol=rtol)
         batch1.call(len(rows), dop853, "numba")
@@ -302,14 +312,14 @@ def work_precision(
                                         "work-precision table takes window models of the observed channels",
                                         key="models")
             rows += _field_rows(label, model, system, one, y0, ref_full, dt, t_end, ladder, batch1, len(rows),
-                                float((train_seconds or {}).get(label, math.nan)))
+                                float((train_seconds or {}).get(label, math.nan)), period)
             continue
         n_steps = round(t_end / dt)
         if not math.isclose(n_steps * dt, t_end, rel_tol=1e-9):
             raise VPIntegratorError(f"t_end: {t_end:g} is not a whole number of the models' step dt = {dt:g}")
         w0 = seen(family_initial_window(system, y0, dt, model.seq_len, method="exact_flow"))
         tr = rollout(model_step(model, device="cpu"), w0, dt, n_steps)  # a context model: c from w0
-        med, p90, mx = _stats(_relative_error(tr.y[:, -1], ref))
+        med, p90, mx = _stats(_relative_error(tr.y[:, -1], ref, period))
         batch1.rollout(len(rows), lambda model=model: model_step(model, device="cpu"), w0[:1], dt, n_steps)
         rows.append(WorkPrecisionRow(label, "model", dt, math.nan, n_steps, t_end, len(y0), med, p90, mx,
                                      _drift(system, tr.y) if observation is None else math.nan, math.nan, "?",
@@ -343,6 +353,7 @@ def run_work_precision(config: RolloutConfig, *, overwrite: bool = False, log: C
     from .config import model_entries
 
     from .._progress import log_lines
+    from ..data.trajectories import state_periods
 
     say = log_lines(log, __name__)  # INFO records of vpintegrator.rollout.precision, then log's
     data = Path(config.data)
@@ -379,7 +390,8 @@ def run_work_precision(config: RolloutConfig, *, overwrite: bool = False, log: C
         f"{', '.join(f'{m:g}' for m in ladder)}")
     rows = work_precision(system, y0, dt, n_steps * dt, methods=names, ladder=ladder, models=models,
                           repeats=repeats, train_seconds=trained, amortise_over=amortise_over,
-                          observation=observation)
+                          observation=observation,
+                          period=None if observation is not None else state_periods(system, y0.shape[1], meta))
     for r in rows:
         if r.kind == "model":
             say(f"work-precision: {r.method}: {training_summary(r)}")

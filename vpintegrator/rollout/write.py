@@ -87,6 +87,7 @@ def root_attrs(plan: RolloutPlan) -> dict[str, Any]:
         "chunk_steps": plan.chunk_steps,
         "engine": plan.steps.engine,
         **({"volume_note": plan.volume_note} if plan.volume_note else {}),
+        **({"periodic": [float(p) for p in plan.period]} if plan.period is not None and plan.period.any() else {}),
         **observation_attrs(plan.system, plan.data_meta),
         "vpintegrator_version": __version__,
     }
@@ -109,7 +110,7 @@ def write_method(writer: Any, plan: RolloutPlan, say: Say, label: str, step_map:
     T = step_map.seq_len
     init = ("reference" if T > 1 else "initial condition") if (T == 1 or plan.init == "reference") else plan.init
     stream = TrajectoryMetricsStream(system, n_traj, t_center=0.5 * (t[0] + t[-1]), scale=plan.spread, context=T,
-                                     vpt_threshold=plan.vpt_threshold)
+                                     vpt_threshold=plan.vpt_threshold, period=plan.period)
     vol = None
     no_volume = delay_map_note(label, step_map) if plan.volume else None
     if no_volume:

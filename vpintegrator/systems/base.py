@@ -50,6 +50,12 @@ class System:
     ``units`` of ``/y``; ``vpintegrator.data.h5labels``); without names the components are
     ``y1 .. y<dim>``.
 
+    ``periodic`` (``{component index: period}``, optional) declares the components that are angles on a circle
+    of that period (a torus's coordinates): every error, metric and figure wraps their differences to
+    (−P/2, P/2] (``vpintegrator.arrays.wrap``), the states themselves are kept unwrapped. A spec's
+    ``[system] periodic`` and a data file's ``periodic`` attribute on ``/y`` declare it too
+    ([`check_periods`][vpintegrator.systems.base.check_periods]).
+
     **The field written once** (every shipped system): ``field(p, x)`` and ``field_jacobian(p, x)`` are plain
     static functions on a tuple of components ``x = (x0, .., x_{dim-1})`` and the parameter vector
     ``p = field_params()`` (a float64 array), returning a tuple (the Jacobian: ``dim`` row tuples), written with
@@ -90,6 +96,7 @@ class System:
     torch_invariants: ClassVar[bool] = False
     state_names: ClassVar[tuple[str, ...]] = ()
     state_units: ClassVar[str] = "1"
+    periodic: ClassVar[dict[int, float]] = {}
     theta_names: ClassVar[tuple[str, ...]] = ()
 
     # --- parameters -------------------------------------------------------------------------------
@@ -266,6 +273,50 @@ def _plain(value: Any) -> float | list:
     if isinstance(value, (tuple, list, np.ndarray)):
         return [_plain(v) for v in value]
     return float(value)
+
+
+def check_periods(declared: Any, dim: int, where: str) -> np.ndarray:
+    """Each component's period from a declaration, checked: (dim,) float64, 0 where not periodic.
+
+    Parameters
+    ----------
+    declared : dict, sequence or None
+        ``{index: period}`` (a TOML table's keys are strings of the index: ``{0 = 6.283185307179586}``; each
+        period finite and > 0), or ``dim`` periods with 0 or NaN for a component that is not periodic (a
+        file's attribute), or None / empty: none periodic.
+    dim : int
+    where : str
+        The key named in a message (``"spec.toml: key 'system.periodic'"``).
+    """
+    out = np.zeros(dim)
+    if declared is None or (isinstance(declared, (dict, list, tuple, np.ndarray)) and len(declared) == 0):
+        return out
+    fix = f"give {{index = period}} with index in 0..{dim - 1} and period > 0 (6.283185307179586 for an angle)"
+    if isinstance(declared, dict):
+        items = list(declared.items())
+    else:
+        values = np.atleast_1d(np.asarray(declared, dtype=object))
+        if values.ndim != 1 or values.size != dim:
+            raise VPIntegratorError(f"{where}: periodic must give {dim} periods (0 where not periodic), one per "
+                                    f"component; got {list(values)}; or {fix}")
+        items = [(i, v) for i, v in enumerate(values)
+                 if v is not None and not (isinstance(v, (int, float, np.number)) and (v == 0 or np.isnan(v)))]
+    for index, period in items:
+        try:
+            i = int(index)
+            if i != float(index):
+                raise ValueError
+        except (TypeError, ValueError):
+            raise VPIntegratorError(f"{where}: periodic component {index!r} is not an index; {fix}") from None
+        if not 0 <= i < dim:
+            raise VPIntegratorError(f"{where}: periodic component {i} does not exist (the state has {dim} components, "
+                                    f"0..{dim - 1}); {fix}")
+        if isinstance(period, bool) or not isinstance(period, (int, float, np.number)) \
+                or not (np.isfinite(period) and period > 0):
+            raise VPIntegratorError(f"{where}: periodic component {i} has period {period!r}, which is not a finite "
+                                    f"number > 0; {fix}")
+        out[i] = float(period)
+    return out
 
 
 def _check_positive_finite(owner: str, name: str, value: float) -> float:

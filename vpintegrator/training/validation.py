@@ -8,8 +8,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..arrays import relative_drift
-from ..data.trajectories import Trajectories
+from ..arrays import relative_drift, wrap
+from ..data.trajectories import Trajectories, state_periods
 from ..errors import VPIntegratorError
 from ..stepping import iterate_windows
 from ..systems.family import SystemFamily
@@ -25,7 +25,8 @@ class RolloutValidator:
     generator through the rollout engine ([`vpintegrator.rollout.reference_step_map`][vpintegrator.rollout.steps.reference_step_map], as
     ``vp-rollout`` does). The score (``score``) is the relative error ‖ŷ − y‖/‖y‖, each error capped
     at ``CAP`` (a blown-up rollout scores CAP), averaged over the predicted steps (``error = "mean"``) or
-    taken at the last one (``"final"``), then over the trajectories; plus ``drift_weight`` times the
+    taken at the last one (``"final"``), then over the trajectories (periodic components wrapped, as in
+    ``vpintegrator.metrics``; not for an observed run's channels); plus ``drift_weight`` times the
     largest maximum relative invariant drift per trajectory (capped at ``CAP``), averaged over them.
 
     The model's rollout is a plain torch loop on the training device rather than the engine's
@@ -80,6 +81,7 @@ class RolloutValidator:
         self.seq_len, self.pred_window = int(seq_len), int(pred_window)
         self.error, self.drift_weight = error, float(drift_weight)
         self.system = val.system
+        self.period = None if observe is not None else state_periods(val.system, ref.shape[-1], val.meta)
         if self.drift_weight > 0:
             if not self.system.invariant_names or not self.system.torch_invariants:
                 why = ("has no invariants" if not self.system.invariant_names
@@ -105,7 +107,8 @@ class RolloutValidator:
         target = ref[:, self.seq_len:].double()
         # torch's vector_norm, not arrays.relative_error's sum of squares: a different reduction (last-ulp
         # differences), and the score is in training logs, which must not change
-        err = torch.linalg.vector_norm(pred - target, dim=-1) / torch.linalg.vector_norm(target, dim=-1)
+        err = (torch.linalg.vector_norm(wrap(pred - target, self.period), dim=-1)
+               / torch.linalg.vector_norm(wrap(target, self.period), dim=-1))
         err = torch.nan_to_num(err, nan=self.CAP, posinf=self.CAP).clamp(max=self.CAP)
         if self.error == "final":
             score = err[..., -1].mean(-1)
