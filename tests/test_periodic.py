@@ -271,3 +271,10 @@ def test_the_dysts_adapter_measures_which_components_are_angles(fake_dysts, name
     system = get_system(f"dysts:{name}")
     assert type(system).periodic == periodic
     np.testing.assert_array_equal(state_periods(system, 3), [periodic.get(i, 0.0) for i in range(3)])
+
+
+def test_vp_gen_lists_the_measured_angles(fake_dysts):
+    result = CliRunner().invoke(vp_gen, ["--list", "dysts"])
+    assert result.exit_code == 0, result.output
+    line = next(line for line in result.output.splitlines() if line.startswith("components measured 2π-periodic"))
+    assert line.endswith(": dysts:ArnoldBeltramiChildress (0, 1, 2); dysts:Drift (0)")

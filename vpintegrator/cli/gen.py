@@ -69,6 +69,9 @@ def _list_dysts() -> None:
         ham = "-" if r.dim % 2 else (f"yes {r.hamiltonian}" if r.hamiltonian else "no")
         click.echo(f"{r.name:<{width}}  {r.dim:>3}  {r.divergence:>15.1e}  {yes_no[r.volume_preserving]:<17}  "
                    f"{ham:<21}  {yes_no[r.dysts_hamiltonian]:<22}  {r.dysts_jacobian}")
+    angles = [f"{r.name} ({', '.join(str(i) for i in r.angles)})" for r in kept if r.angles]
+    if angles:  # measured: f(y + 2π e_i) = f(y) at the samples (the errors wrap them)
+        click.echo(f"components measured 2π-periodic (angles; their errors are wrapped): {'; '.join(angles)}")
     click.echo(f"{len(kept)} autonomous flows; not adapted ({len(rows) - len(kept)}):")
     for r in rows:
         if r.refusal:

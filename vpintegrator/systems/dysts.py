@@ -386,6 +386,8 @@ class FlowStructure(NamedTuple):
     dysts_jacobian: str
     #: "" for an adapted flow, else why it is not listed as one (delay, non-autonomous, ...)
     refusal: str = ""
+    #: the components in which the field is measured 2π-periodic (its ``periodic``; ``_angles``)
+    angles: tuple[int, ...] = ()
 
 
 def dysts_structure(names: list[str] | None = None) -> list[FlowStructure]:
@@ -431,8 +433,9 @@ def _structure(flow: _Flow, claim: bool | None) -> FlowStructure:
             if checked == "agrees":
                 jac = _evaluate(candidate[0], p, y, jacobian=True)
     name, dim = PREFIX + flow.name, flow.dim
+    angles = tuple(_angles(field, p, y))
     if not np.isfinite(jac).all():
-        return FlowStructure(name, dim, float("nan"), False, "", claim, checked)
+        return FlowStructure(name, dim, float("nan"), False, "", claim, checked, angles=angles)
     scale = max(float(np.max(np.abs(jac))), 1e-300)
     div = float(np.max(np.abs(np.trace(jac, axis1=-2, axis2=-1)))) / scale
     split = ""
@@ -442,7 +445,7 @@ def _structure(flow: _Flow, claim: bool | None) -> FlowStructure:
             if float(np.max(np.abs(residual))) / scale < STRUCTURE_RTOL:
                 split = label
                 break
-    return FlowStructure(name, dim, div, div < STRUCTURE_RTOL, split, claim, checked)
+    return FlowStructure(name, dim, div, div < STRUCTURE_RTOL, split, claim, checked, angles=angles)
 
 
 def _canonical(dim: int, pairs: bool) -> np.ndarray:
