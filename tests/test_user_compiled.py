@@ -23,7 +23,7 @@ pytest.importorskip("numba")
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 try:
-    from user_systems import HarmonicOscillator, HenonHeiles, NotCompilable, NumpyOscillator  # noqa: E402
+    from user_systems import HarmonicOscillator, HenonHeiles, NotCompilable, NumpyOscillator, UserToda  # noqa: E402
 finally:
     sys.path.pop(0)
 
@@ -112,6 +112,22 @@ def test_a_separable_user_hamiltonian_runs_stormer_verlet_compiled():
                                rtol=0, atol=1e-13)
     energy = system.invariant("energy", fast)
     assert np.abs(energy - energy[0]).max() < 1e-4  # symplectic: bounded energy error
+
+
+@pytest.mark.parametrize("method", ["stormer_verlet", "implicit_midpoint", "exponential_splitting", "stormer_verlet_y6"])
+def test_a_users_lattice_runs_the_lattice_loops_with_the_shipped_states(method):
+    """A user's Toda lattice giving its bond force and stiffness on scalars steps by the compiled array loops, with the
+    shipped toda's states (the same loops, its bond functions in place of the shipped branch)."""
+    from vpintegrator.compiled.lattice import LatticeStepper
+
+    user, shipped = UserToda(N=16), vp.get_system("toda", N=16)
+    y0 = np.random.default_rng(0).normal(size=(2, 32)) * 0.3
+    assert isinstance(compiled_stepper(user, method, 0.1), LatticeStepper)
+    np.testing.assert_allclose(vp.integrate(user, y0, 0.1, 200, method=method).y,
+                               vp.integrate(shipped, y0, 0.1, 200, method=method).y, rtol=0, atol=1e-12)
+    if method == "stormer_verlet":  # and the NumPy path of the user's own lattice (the reference written apart)
+        np.testing.assert_allclose(vp.integrate(user, y0, 0.1, 50, method=method).y,
+                                   vp.integrate(user, y0, 0.1, 50, method=method, compiled=False).y, rtol=0, atol=1e-12)
 
 
 def test_a_field_numba_cannot_type_runs_in_numpy_and_names_its_line(caplog):

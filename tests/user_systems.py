@@ -113,3 +113,36 @@ class NotCompilable(System):
     @staticmethod
     def field(p, x):
         return tuple(v for v in (x[1], -x[0]))
+
+
+from vpintegrator.systems.lattice import Lattice  # noqa: E402
+
+
+@dataclass(frozen=True)
+class UserToda(Lattice):
+    """The periodic Toda lattice as a user writes it: its bond force and stiffness on scalars (compiled array loops)."""
+
+    N: int = 16
+    alpha: float = 0.64
+
+    name: ClassVar[str] = "user_toda"
+    dim: ClassVar[int] = 32
+    invariant_names: ClassVar[tuple[str, ...]] = ("energy",)
+    periodic: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        self._set_sites()
+
+    def bond_params(self) -> np.ndarray:
+        return np.array([self.alpha])
+
+    def phi(self, r):
+        return self.alpha * np.exp(-r)
+
+    @staticmethod
+    def bond_force(par, r):
+        return -par[0] * np.exp(-r)
+
+    @staticmethod
+    def bond_stiffness(par, r):
+        return par[0] * np.exp(-r)

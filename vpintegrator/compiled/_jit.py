@@ -5,6 +5,8 @@ plain Python and are never used: ``vpintegrator.compiled.available`` is False)."
 from __future__ import annotations
 
 import logging
+from collections import namedtuple
+from typing import Any
 
 try:  # pragma: no cover - exercised by the environment
     import numba as _numba
@@ -21,6 +23,21 @@ def jit(fn):
     if _numba is None:
         return fn
     return njit(error_model="numpy")(fn)
+
+
+def named_class(namespace: dict, name: str, fields: list[str], **attrs: Any) -> type:
+    """The namedtuple class ``name`` (``fields``, and ``attrs`` set on it) of the module whose globals are
+    ``namespace``, made once: importable by its name, as numba's cache index pickles the classes compiled code is
+    typed by (a system's parameters, a method's tag)."""
+    cls: Any = namespace.get(name)
+    if cls is None:
+        make: Any = namedtuple  # a class made at run time
+        cls = make(name, fields)
+        cls.__module__ = namespace["__name__"]
+        for key, value in attrs.items():
+            setattr(cls, key, value)
+        namespace[name] = cls
+    return cls
 
 
 def jit_helpers(*functions) -> None:

@@ -72,6 +72,7 @@ from ..integrators.base import every_kth
 from .newton import (NOT_CONVERGED, OK, SINGULAR, check_block, failure_error, initial_states, rows_by_block,
                      step_count, workspace)
 from .systems import system_kernel
+from .user import lattice_kind
 
 if TYPE_CHECKING:
     from .lattice import LatticeStepper
@@ -91,10 +92,12 @@ def compiled_stepper(system: Any, method: Any, dt: float) -> "CompiledStepper | 
     method = get_integrator(method)
     method.supports(system)
     h = finite_float(dt, "dt", positive=True)
-    if vars(type(system)).get("lattice_kernel"):  # a shipped lattice (its own class body, not a subclass's): compiled/lattice.py
-        from .lattice import lattice_stepper
+    if vars(type(system)).get("lattice_kernel") or getattr(type(system), "bond_force", None) is not None:
+        from .lattice import lattice_stepper  # a shipped lattice (its own class body), or a user's with its bond force
 
-        return lattice_stepper(system, method, h)
+        if vars(type(system)).get("lattice_kernel") or lattice_kind(system) is not None:
+            return lattice_stepper(system, method, h)
+        return None
     try:
         key: Any = (system, method, h)
         proto = _PLANS.get(key, _NOT_PLANNED)

@@ -41,6 +41,7 @@ from ._jit import HAVE_NUMBA, jit, njit
 from ..integrators.base import every_kth
 from .lean import NONE, inline_jit, run_verlet
 from .newton import BLOWN_UP, NONFINITE, OK, check_block, failure_error, initial_states, rows_by_block, step_count
+from .user import LATTICES, lattice_kind
 
 __all__ = ["lattice_stepper", "LatticeStepper", "lattice_force", "run_verlet", "VERLET", "MIDPOINT", "TODA",
            "FPU_BETA", "force", "observe", "norm2"]
@@ -56,17 +57,65 @@ TODA, FPU_BETA = 0, 1
 
 
 @jit
-def _dphi(kind, par, r):
+def _shipped_dphi(kind, par, r):
     if kind == TODA:
         return -par[0] * math.exp(-r)
     return r + par[0] * r * r * r
 
 
 @jit
-def _ddphi(kind, par, r):
+def _shipped_ddphi(kind, par, r):
     if kind == TODA:
         return par[0] * math.exp(-r)
     return 1.0 + 3.0 * par[0] * r * r
+
+
+def _shipped_interior(kind, par, q, d):
+    n = q.shape[0]
+    if kind == TODA:  # the branch once per force, not per bond: each loop is one formula, vectorised
+        for b in range(1, n):
+            d[b] = _shipped_dphi(TODA, par, q[b] - q[b - 1])
+    else:
+        for b in range(1, n):
+            d[b] = _shipped_dphi(FPU_BETA, par, q[b] - q[b - 1])
+
+
+def _user_interior(kind, par, q, d):
+    for b in range(1, q.shape[0]):
+        d[b] = _dphi(kind, par, q[b] - q[b - 1])
+
+
+if HAVE_NUMBA:  # a lattice's ``kind``: a shipped one's integer, or a user's lattice's tag (``compiled.user.lattice_kind``)
+    from numba import types as _types
+    from numba.extending import overload as _overload
+
+    def _dphi(kind, par, r):
+        """phi'(r) of the lattice ``kind`` (compiled code only)."""
+        raise NotImplementedError("compiled code only")
+
+    def _ddphi(kind, par, r):
+        """phi''(r) of the lattice ``kind`` (compiled code only)."""
+        raise NotImplementedError("compiled code only")
+
+    def _interior(kind, par, q, d):
+        """The interior bonds' phi' into d[1:N] (compiled code only)."""
+        raise NotImplementedError("compiled code only")
+
+    def _bond(shipped, which):
+        def typer(kind, par, r):
+            if isinstance(kind, _types.Integer):
+                return lambda kind, par, r: shipped(kind, par, r)
+            fn = LATTICES.get(getattr(kind, "instance_class", None), (None, None))[which]
+            if fn is not None:
+                return lambda kind, par, r: fn(par, r)
+        return typer
+
+    _overload(_dphi, inline="always")(_bond(_shipped_dphi, 0))
+    _overload(_ddphi, inline="always")(_bond(_shipped_ddphi, 1))
+    _overload(_interior, inline="always")(
+        lambda kind, par, q, d: _shipped_interior if isinstance(kind, _types.Integer) else _user_interior)
+else:  # pragma: no cover
+    _dphi, _ddphi, _interior = _shipped_dphi, _shipped_ddphi, _shipped_interior
 
 
 @inline_jit
@@ -75,12 +124,7 @@ def lattice_force(kind, periodic, par, q, g, d):
     ``d`` (N + 1,) scratch for the bonds' ``phi'`` (bond b between sites b-1 and b; one loop without a carried
     dependency, which numba vectorises, ``exp`` included)."""
     n = q.shape[0]
-    if kind == TODA:  # the branch once per force, not per bond: each loop is one formula, vectorised
-        for b in range(1, n):
-            d[b] = _dphi(TODA, par, q[b] - q[b - 1])
-    else:
-        for b in range(1, n):
-            d[b] = _dphi(FPU_BETA, par, q[b] - q[b - 1])
+    _interior(kind, par, q, d)
     if periodic:
         d[0] = _dphi(kind, par, q[0] - q[n - 1])
         d[n] = d[0]
@@ -413,7 +457,8 @@ class LatticeStepper:
         lattice = system if lift is None else lift[0]
         #: the cotangent-lift basis (N, k) of a reduced system (PSD-Galerkin), else None
         self.phi = None if lift is None else np.ascontiguousarray(lift[1], dtype=np.float64)
-        self.kind, self.periodic = int(lattice.kind), bool(lattice.periodic)
+        kind = lattice_kind(lattice)
+        self.kind, self.periodic = (int(lattice.kind) if kind is None else kind), bool(lattice.periodic)
         self.params = np.ascontiguousarray(lattice.bond_params(), dtype=np.float64)
         self.sites = int(lattice.N)
         sampling = None if lift is None else lift[2]

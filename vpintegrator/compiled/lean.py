@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from ._jit import HAVE_NUMBA, jit, njit
+from ._jit import HAVE_NUMBA, jit, named_class, njit
 from .newton import (BLOWN_UP, NONFINITE, NOT_CONVERGED, OK, SINGULAR, converged, lu_solve, scale_of,
                      step_gauss_legendre, update_norm)
 from .systems import FIELDS, GRADIENTS, LINEAR_IN_PARAMS, SHIPPED, vector_field
@@ -59,10 +59,7 @@ from .systems import jacobian as kernel_jacobian
 
 # --- the systems as types ------------------------------------------------------------------------------------
 def _params_class(cls) -> type:
-    tag = namedtuple(f"{cls.__name__}Params", [f"p{i}" for i in range(len(cls().field_params()))])  # type: ignore
-    tag.__module__ = __name__
-    globals()[tag.__name__] = tag  # importable by name: numba's cache index pickles the signature
-    return tag
+    return named_class(globals(), f"{cls.__name__}Params", [f"p{i}" for i in range(len(cls().field_params()))])
 
 
 #: as ``jit``, inlined by numba where it is called (no call and no reference counts of the arrays passed per step)
@@ -117,17 +114,13 @@ def explicit_tag(tableau: tuple) -> Any:
 
 
 def _tableau_class(name: str) -> type:
-    cls: Any = globals().get(name)
-    if cls is None:
+    if name not in globals():
         raw = bytes.fromhex(name[len(_TABLEAU):])
         v = struct.unpack(f"<{len(raw) // 8}d", raw)
         s = math.isqrt(len(v) - 1)  # s^2 + s + 1 values: floor(sqrt) is s
-        make: Any = namedtuple  # a class made per tableau, named at run time
-        cls = make(name, ["unused"])
-        cls.__module__ = __name__
-        cls.tableau = (tuple(tuple(v[i * s:(i + 1) * s]) for i in range(s)), tuple(v[s * s:s * s + s]), v[-1])
-        globals()[name] = cls
-    return cls
+        named_class(globals(), name, ["unused"], tableau=(tuple(tuple(v[i * s:(i + 1) * s]) for i in range(s)),
+                                                          tuple(v[s * s:s * s + s]), v[-1]))
+    return globals()[name]
 
 
 def __getattr__(name: str) -> Any:

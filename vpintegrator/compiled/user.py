@@ -29,13 +29,12 @@ import hashlib
 import inspect
 import logging
 import re
-from collections import namedtuple
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._jit import HAVE_NUMBA, jit_helpers
+from ._jit import HAVE_NUMBA, jit_helpers, named_class
 
 _PREFIX = "UserParams_"
 _log = logging.getLogger("vpintegrator")
@@ -56,19 +55,14 @@ class UserFields(NamedTuple):
 COMPILED: dict[type, UserFields] = {}
 #: system class -> its parameter class, or the one-line reason it runs in NumPy
 _BY_CLASS: dict[type, Any] = {}
+#: a user's lattice's tag class -> its jitted ``(bond_force, bond_stiffness)`` (``compiled.lattice``'s ``_dphi``)
+LATTICES: dict[type, tuple[Any, Any]] = {}
 
 
 def params_class(name: str) -> type:
     """The parameter class called ``name`` (``UserParams_<n>_<hash>_<class>``): made once per process, also when
     numba's cache index names it before the system is registered (``__getattr__``)."""
-    cls: Any = globals().get(name)
-    if cls is None:
-        n = int(name[len(_PREFIX):].split("_", 1)[0])
-        make: Any = namedtuple  # a class made per user system, named at run time
-        cls = make(name, [f"p{i}" for i in range(n)])
-        cls.__module__ = __name__
-        globals()[name] = cls
-    return cls
+    return named_class(globals(), name, [f"p{i}" for i in range(int(name[len(_PREFIX):].split("_", 1)[0]))])
 
 
 def __getattr__(name: str) -> Any:
@@ -101,6 +95,42 @@ def user_kernel(system: Any, dispatchers: tuple[Any, Any]) -> tuple[Any, np.ndar
     if p.size != len(entry._fields):
         return None  # a parameter vector whose length depends on the instance: NumPy
     return entry(*(float(v) for v in p)), p
+
+
+def lattice_kind(lattice: Any) -> Any:
+    """The tag a user's lattice (a ``Lattice`` subclass giving ``bond_force(par, r)``, and ``bond_stiffness`` for
+    implicit midpoint, on scalars) runs ``compiled.lattice``'s array loops with, or None (a shipped lattice: its
+    integer ``kind``; or not compiled, one warning why). The tag's class is named by the user's sources, as a field's."""
+    cls = type(lattice)
+    if vars(cls).get("lattice_kernel") or not HAVE_NUMBA:
+        return None
+    entry = _BY_CLASS.get(cls)
+    if entry is None:
+        try:
+            entry = _register_lattice(cls, lattice)
+        except Exception as err:  # noqa: BLE001 - as a field's: NumPy, said once
+            entry = _why(err)
+        _BY_CLASS[cls] = entry
+        if isinstance(entry, str):
+            _log.warning("lattice %s runs in NumPy, not compiled: %s", _label(cls), entry)
+    return None if isinstance(entry, str) else entry(0.0)
+
+
+def _register_lattice(cls: type, lattice: Any) -> Any:
+    import numba
+
+    force, stiffness = cls.bond_force, cls.bond_stiffness
+    if force is None:
+        return "it has no bond_force(par, r); see vpintegrator.systems.lattice"
+    jitted = tuple(None if fn is None else numba.njit(error_model="numpy")(fn) for fn in (force, stiffness))
+    par = np.ascontiguousarray(lattice.bond_params(), dtype=np.float64)
+    r = np.linspace(-0.9, 0.9, 7)
+    for fn, numpy, what in ((jitted[0], lattice.dphi, "bond_force"), (jitted[1], lattice.ddphi, "bond_stiffness")):
+        if fn is not None:
+            _same(what, np.array([fn(par, float(v)) for v in r]), np.asarray(numpy(r), dtype=np.float64), r)
+    tag = params_class(f"{_PREFIX}1_{_source_hash(cls)}_{re.sub(r'[^0-9A-Za-z]', '', cls.__name__)[:40]}Bonds")
+    LATTICES[tag] = jitted
+    return tag
 
 
 def reason(cls: type) -> str | None:
@@ -190,7 +220,8 @@ def _source_hash(cls: type) -> str:
     h = hashlib.sha256(f"{cls.__module__}:{cls.__qualname__}:{cls.dim}".encode())
     read = 0
     for obj in (cls, cls.field, cls.field_jacobian, getattr(cls, "field_potential_gradient", None),
-                getattr(cls, "field_kinetic_gradient", None), *getattr(cls, "field_helpers", ())):
+                getattr(cls, "field_kinetic_gradient", None), getattr(cls, "bond_force", None),
+                getattr(cls, "bond_stiffness", None), *getattr(cls, "field_helpers", ())):
         obj = getattr(obj, "py_func", obj)  # a helper jitted already (dysts' right-hand sides): its Python source
         if obj is None:
             continue
@@ -205,4 +236,4 @@ def _source_hash(cls: type) -> str:
     return h.hexdigest()[:20]
 
 
-__all__ = ["user_kernel", "reason", "params_class", "COMPILED", "UserFields"]
+__all__ = ["user_kernel", "lattice_kind", "LATTICES", "reason", "params_class", "COMPILED", "UserFields"]

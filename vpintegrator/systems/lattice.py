@@ -66,6 +66,11 @@ class Lattice(System):
     kind: ClassVar[int] = -1
     #: the number of sites (a dataclass field of every subclass)
     N: int
+    #: phi'(r) on a scalar bond, ``bond_force(par, r)`` with ``par = bond_params()`` (a staticmethod, arithmetic and
+    #: ``math``/NumPy functions): a user's lattice that gives it steps by the compiled array loops
+    #: (``vpintegrator.compiled.user.lattice_kind``), and ``dphi`` defaults to it; ``bond_stiffness``: phi''(r)
+    bond_force: ClassVar[Any] = None
+    bond_stiffness: ClassVar[Any] = None
 
     def _set_sites(self) -> None:
         """Check ``N`` and set this instance's ``dim = 2 N`` (called first by the subclass's __post_init__)."""
@@ -79,12 +84,16 @@ class Lattice(System):
         raise NotImplementedError
 
     def dphi(self, r: Any) -> Any:
-        """phi'(r), elementwise."""
-        raise NotImplementedError
+        """phi'(r), elementwise (by default ``bond_force`` on NumPy arrays)."""
+        if type(self).bond_force is None:
+            raise NotImplementedError
+        return type(self).bond_force(self.bond_params(), np.asarray(r, dtype=np.float64))
 
     def ddphi(self, r: Any) -> Any:
-        """phi''(r), elementwise."""
-        raise NotImplementedError
+        """phi''(r), elementwise (by default ``bond_stiffness``)."""
+        if type(self).bond_stiffness is None:
+            raise NotImplementedError
+        return type(self).bond_stiffness(self.bond_params(), np.asarray(r, dtype=np.float64))
 
     def bond_params(self) -> np.ndarray:
         """The parameter vector of the bond potential in the compiled kernels."""
