@@ -184,3 +184,26 @@ def test_a_new_process_loads_the_user_loops_from_the_cache(tmp_path):
     assert all(r.returncode == 0 for r in runs), runs[0].stderr[-2000:]
     assert runs[0].stdout == runs[1].stdout
     assert "compiling the numba kernels" not in runs[1].stderr, runs[1].stderr[-2000:]
+
+
+def test_a_system_without_a_jacobian_rolls_out_without_a_volume_column(tmp_path, monkeypatch):
+    """A classical row on a system given by its field alone: its states and errors, no volume column, one note (not
+    NotImplementedError from the step's Jacobian, as a dysts flow without _jac got)."""
+    from click.testing import CliRunner
+
+    from vpintegrator.cli.gen import main as gen_main
+    from vpintegrator.data.rollouts import read_rollout
+    from vpintegrator.rollout import RolloutConfig, run_rollouts
+
+    monkeypatch.syspath_prepend(str(HERE))
+    (tmp_path / "s.toml").write_text('[system]\nname = "user_systems:FieldOnly"\n[initial_conditions]\nsampler = "box"\n'
+                                     'n_traj = 4\nlow = [-1.0, -1.0]\nhigh = [1.0, 1.0]\n[integration]\ndt = 0.1\n'
+                                     't_end = 2.0\nmethod = "rk4"\n')
+    res = CliRunner().invoke(gen_main, [str(tmp_path / "s.toml"), "--out", str(tmp_path / "d.h5"), "--quiet"])
+    assert res.exit_code == 0, res.output
+    run_rollouts(RolloutConfig(data=str(tmp_path / "d.h5"), out=str(tmp_path / "r.h5"), integrators=["rk4", "euler"],
+                               heldout=2, workers=1))
+    r = read_rollout(tmp_path / "r.h5")
+    for row in ("rk4", "euler"):
+        assert "gives no Jacobian" in r.methods[row].meta["volume_note"]
+        assert np.isfinite(r.metrics[row].rel_error).all()

@@ -146,3 +146,15 @@ class UserToda(Lattice):
     @staticmethod
     def bond_stiffness(par, r):
         return par[0] * np.exp(-r)
+
+
+@dataclass(frozen=True)
+class FieldOnly(System):
+    """q' = v, v' = -q given by its field alone (no Jacobian, as a system from elsewhere may come)."""
+
+    name: ClassVar[str] = "field_only"
+    dim: ClassVar[int] = 2
+
+    @staticmethod
+    def field(p, x):
+        return (x[1], -x[0])

@@ -115,7 +115,7 @@ def write_method(writer: Any, plan: RolloutPlan, say: Say, label: str, step_map:
     no_volume = delay_map_note(label, step_map) if plan.volume else None
     if no_volume:
         say(no_volume)
-    if plan.volume:
+    if plan.volume and not (no_volume and getattr(step_map, "integrator", None) is not None):  # no Jacobian: none
         vol = VolumeStream(step_map.log_abs_det_jacobian, n_traj, T, step_map.advance, n_steps,
                            by_rows=isinstance(step_map, FamilyStep) or bool(getattr(step_map, "by_rows", False)))
     series = writer.method(label, map_step=None if vol is None else vol.map_step)
@@ -196,11 +196,16 @@ def write_method(writer: Any, plan: RolloutPlan, say: Say, label: str, step_map:
 
 
 def delay_map_note(label: str, step_map: StepMap) -> str | None:
-    """Why row ``label`` has no volume column, or None: a delay map (a window of ``seq_len`` states shifted by fewer
+    """Why row ``label`` has no volume column, or None: a classical row on a system without a Jacobian (nothing is
+    computed), or a delay map (a window of ``seq_len`` states shifted by fewer
     new ones per call: arx, narx, delay_dmd, delay_sindy, parrot, a window network) that claims no volume
     preservation (its model's ``preserves`` lacks ``"volume"``; a fitted row claims none). The determinant of such a
     map on its delay vectors is no volume of the state space, so its table cell is left empty (NaN) with this reason
     (the log line and the row's ``volume_note``); the per-map values stay in the file (``vp-plot --kind volume``)."""
+    system, integrator = getattr(step_map, "system", None), getattr(step_map, "integrator", None)
+    if integrator is not None and system is not None and not _has_jacobian(system):
+        return (f"{label}: no volume column: the system {getattr(system, 'name', '?')!r} gives no Jacobian, and the "
+                "step's determinant needs it (give field_jacobian to get the column)")
     if int(step_map.seq_len) <= int(step_map.advance):
         return None
     if "volume" in tuple(getattr(getattr(step_map, "model", None), "preserves", ()) or ()):
@@ -208,6 +213,17 @@ def delay_map_note(label: str, step_map: StepMap) -> str | None:
     return (f"{label}: no volume column: a delay map ({step_map.seq_len} states in, {step_map.advance} new per step) "
             "that claims no volume preservation; the determinant of its map on delay vectors is no volume of the state "
             "space")
+
+
+def _has_jacobian(system: Any) -> bool:
+    """Whether ``system.jacobian`` is defined (a system from elsewhere may give its field alone)."""
+    try:
+        system.jacobian(np.zeros((1, int(system.dim))))
+    except NotImplementedError:
+        return False
+    except Exception:  # noqa: BLE001 - defined, only not at 0 (a log, a division): the rows say so themselves
+        return True
+    return True
 
 
 #: the steps of a row's warm-up (``warm_up``), in calls of its map beyond its first window
