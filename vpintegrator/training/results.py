@@ -132,10 +132,14 @@ class FitResult:
         """The one line that says a model is worse than the identity map (None when it is not, or no baseline)."""
         if not self.worse_than_identity:
             return None
+        norm = (getattr(self.model, "trained_on", None) or {}).get("normalisation") or {}
+        hint = (f"the coordinates were normalised ({norm.get('rule')}): train longer, or check dt and whether "
+                "a component is an angle (declare it periodic)" if "shift" in norm else
+                "train longer, or check dt and the coordinates (an offset or a scale that normalise = 'auto' or 'on' "
+                "removes)")
         return (f"Worse than the identity map: best {self.monitor} {self.best_loss:.3e} is "
                 f"{self.best_loss / self.identity_loss:.3g}x the {self.identity_loss:.3e} of predicting no change "
-                "(each window's last state): the model has not learnt the step; train longer, or check dt and the "
-                "coordinates (an offset or a scale that normalise = 'auto' or 'on' removes)")
+                f"(each window's last state): the model has not learnt the step; {hint}")
 
     @property
     def is_ensemble(self) -> bool:
