@@ -269,7 +269,7 @@ def fake_dysts(tmp_path, monkeypatch):
                                             ("Lorenz", {}), ("Drift", {0: TAU})])
 def test_the_dysts_adapter_measures_which_components_are_angles(fake_dysts, name, periodic):
     system = get_system(f"dysts:{name}")
-    assert type(system).periodic == periodic
+    assert type(system).periods == periodic
     np.testing.assert_array_equal(state_periods(system, 3), [periodic.get(i, 0.0) for i in range(3)])
 
 

@@ -141,12 +141,13 @@ def spread(blocks: Any, period: Any = None) -> tuple[np.ndarray, np.ndarray]:
     -------
     mean, std : ndarray, shape (dim,)
     """
-    shift = n = total = squares = None
-    circ = 0j
+    shift: Any = None
+    n, total, squares = 0, 0.0, 0.0
+    circ: Any = 0j
     for block in blocks:
         b = np.asarray(block, dtype=np.float64).reshape(-1, np.shape(block)[-1])
         if shift is None:
-            shift, n, total, squares = b[0].copy(), 0, 0.0, 0.0
+            shift = b[0].copy()
         d = b - shift
         n, total, squares = n + b.shape[0], total + d.sum(0), squares + (d * d).sum(0)
         if period is not None and np.any(period):
@@ -154,8 +155,8 @@ def spread(blocks: Any, period: Any = None) -> tuple[np.ndarray, np.ndarray]:
             circ = circ + np.exp(2j * np.pi * b / p).sum(0)  # (dim,): 1 per state where not periodic
     if not n:
         raise VPIntegratorError("spread: no states given")
-    mean = total / n
-    std = np.sqrt(np.maximum(squares / n - mean * mean, 0.0))
+    mean: Any = total / n
+    std: Any = np.sqrt(np.maximum(squares / n - mean * mean, 0.0))
     mean = shift + mean
     if period is not None and np.any(period):
         on, p = np.asarray(period) > 0, np.asarray(period, dtype=np.float64)

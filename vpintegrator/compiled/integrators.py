@@ -106,7 +106,7 @@ def compiled_stepper(system: Any, method: Any, dt: float) -> "CompiledStepper | 
     if proto is _NOT_PLANNED:
         kernel = system_kernel(system)
         plan = None if kernel is None else _plan(method, int(system.dim), h)
-        if plan is not None and plan["mid"] in LP.MIDS and not isinstance(kernel[0], int):
+        if kernel is not None and plan is not None and plan["mid"] in LP.MIDS and not isinstance(kernel[0], int):
             plan = None  # the rotation splittings step the shipped rigid body's own rotations (its inertia), no other
         proto = None if kernel is None or plan is None else CompiledStepper(system, method, h, kernel, plan)
         if proto is not None and proto.engine == "generic" and K.STORMER_VERLET in (proto.mid, proto.base):

@@ -116,13 +116,14 @@ def lattice_kind(lattice: Any) -> Any:
     return None if isinstance(entry, str) else entry(0.0)
 
 
-def _register_lattice(cls: type, lattice: Any) -> Any:
+def _register_lattice(cls: Any, lattice: Any) -> Any:
     import numba
 
     force, stiffness = cls.bond_force, cls.bond_stiffness
     if force is None:
         return "it has no bond_force(par, r); see vpintegrator.systems.lattice"
-    jitted = tuple(None if fn is None else numba.njit(error_model="numpy")(fn) for fn in (force, stiffness))
+    jitted: tuple[Any, Any] = (None if force is None else numba.njit(error_model="numpy")(force),
+                               None if stiffness is None else numba.njit(error_model="numpy")(stiffness))
     par = np.ascontiguousarray(lattice.bond_params(), dtype=np.float64)
     r = np.linspace(-0.9, 0.9, 7)
     for fn, numpy, what in ((jitted[0], lattice.dphi, "bond_force"), (jitted[1], lattice.ddphi, "bond_stiffness")):
@@ -144,7 +145,7 @@ def _label(cls: type) -> str:
     return f"{getattr(cls, 'name', '') or cls.__name__} ({cls.__module__}:{cls.__qualname__})"
 
 
-def _register(cls: type, system: Any, dispatchers: tuple[Any, Any]) -> Any:
+def _register(cls: Any, system: Any, dispatchers: tuple[Any, Any]) -> Any:
     """Make the parameter class of ``cls`` and jit its field (checked against NumPy's at a state); or the reason."""
     from ..systems.base import System
 
@@ -213,7 +214,7 @@ def _why(err: BaseException) -> str:
     return f"numba cannot compile its field ({type(err).__name__}: {msg[:200]}){at}"
 
 
-def _source_hash(cls: type) -> str:
+def _source_hash(cls: Any) -> str:
     """sha256 of the sources the compiled code inlines: the file (else the source) of the class and of each function
     it compiles or calls (``field``..., ``field_helpers``); a notebook's cells are read through ``linecache``. Where no
     source can be read (a REPL), a name for this process only."""

@@ -361,17 +361,17 @@ def state_periods(system: Any, dim: int, meta: Mapping[str, Any] | None = None,
                   key: str = "/y attribute 'periodic'") -> np.ndarray:
     """Each state component's period, 0 where not periodic: (dim,) float64. The data's declaration (``meta``'s
     ``periodic``: a file's ``/y`` attribute, which ``vp-gen`` writes from the spec or the system) wins over the
-    system's (the object's ``periodic``, else its class's); both checked by ``vpintegrator.systems.base.check_periods``.
+    system's (the object's ``periods``, else its class's); both checked by ``vpintegrator.systems.base.check_periods``.
     A declaration of another size (the full state of an observed run's channels) wraps nothing. ``key`` names the
     declaration in a message (a spec's ``key 'system.periodic'``, its ``source`` the spec file)."""
     from ..systems.base import check_periods
 
     declared = None if meta is None else meta.get("periodic")
-    where = f"{meta.get('source') or 'the data file'}: {key}" if declared is not None else ""
+    where = f"{meta.get('source') or 'the data file'}: {key}" if meta is not None and declared is not None else ""
     if declared is None:
-        own = None if system is None or isinstance(system, str) else getattr(system, "periodic", None)
-        declared = own if own is not None else getattr(_system_class(system), "periodic", None)
-        where = f"system {getattr(system, 'name', system)!r}: periodic"
+        own = None if system is None or isinstance(system, str) else getattr(system, "periods", None)
+        declared = own if own is not None else getattr(_system_class(system), "periods", None)
+        where = f"system {getattr(system, 'name', system)!r}: periods"
     if declared is not None and not isinstance(declared, dict) and np.size(declared) not in (0, dim):
         return np.zeros(dim)
     return check_periods(declared, dim, where)

@@ -321,7 +321,7 @@ def _write_rollouts(plan: RolloutPlan, say: Say, held: list[Any], outs: list[Pat
                 failures[label] = failure
                 say(failure.line())
         _refuse_if_nothing_made(plan, failures)
-        lyapunov, line = _lyapunov(plan, reference_gen, yref) if plan.lyapunov else (None, None)
+        lyapunov, line = _lyapunov(plan, reference_gen, yref) if plan.lyapunov else (None, "")
         if lyapunov is not None:  # the horizon in Lyapunov times, beside vpt
             rows = [_after(r, "vpt", {"vpt_lyapunov": (r["vpt"] - plan.t0) * lyapunov}) for r in rows]
         writer.finish(rows)

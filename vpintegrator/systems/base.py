@@ -50,7 +50,7 @@ class System:
     ``units`` of ``/y``; ``vpintegrator.data.h5labels``); without names the components are
     ``y1 .. y<dim>``.
 
-    ``periodic`` (``{component index: period}``, optional) declares the components that are angles on a circle
+    ``periods`` (``{component index: period}``, optional) declares the components that are angles on a circle
     of that period (a torus's coordinates): every error, metric and figure wraps their differences to
     (−P/2, P/2] (``vpintegrator.arrays.wrap``), the states themselves are kept unwrapped. A spec's
     ``[system] periodic`` and a data file's ``periodic`` attribute on ``/y`` declare it too
@@ -96,7 +96,7 @@ class System:
     torch_invariants: ClassVar[bool] = False
     state_names: ClassVar[tuple[str, ...]] = ()
     state_units: ClassVar[str] = "1"
-    periodic: ClassVar[dict[int, float]] = {}
+    periods: ClassVar[dict[int, float]] = {}
     theta_names: ClassVar[tuple[str, ...]] = ()
 
     # --- parameters -------------------------------------------------------------------------------

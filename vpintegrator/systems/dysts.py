@@ -23,7 +23,7 @@ of ``_rhs`` at sampled states (else the system has no Jacobian, and the implicit
 [`dysts_structure`][vpintegrator.systems.dysts.dysts_structure] (``vp-gen --list dysts``) measures each flow's
 divergence and canonical-Hamiltonian structure on samples and prints dysts' own flag beside it. A component ``i``
 whose field is 2π-periodic, ``f(y + 2π e_i) = f(y)`` at the samples but not ``f(y + 0.37·2π e_i)`` (a field that
-ignores ``y_i`` has no period), is declared ``periodic`` with period 2π (the ABC flow's torus): its errors are wrapped.
+ignores ``y_i`` has no period), is declared periodic (its ``periods``) with period 2π (the ABC flow's torus): its errors are wrapped.
 
 A file written from such a system records ``system = "dysts:NAME"`` and its parameters; a reader rebuilds it through
 the same name.
@@ -261,7 +261,7 @@ def _make_class(flow: _Flow) -> type[System]:
         "default_y0": flow.y0, "default_dt": None if period is None else period / 100,
         "default_t_end": None if period is None else 10 * period,
         "field": staticmethod(field), "field_jacobian": None if jacobian is None else staticmethod(jacobian),
-        "field_helpers": helpers, "periodic": {i: 2 * np.pi for i in angles},
+        "field_helpers": helpers, "periods": {i: 2 * np.pi for i in angles},
         "jacobian_note": note, "__module__": __name__,
         "__doc__": f"dysts' {flow.name}: {' '.join(str(flow.meta.get('description', '')).split())}",
     }
@@ -386,7 +386,7 @@ class FlowStructure(NamedTuple):
     dysts_jacobian: str
     #: "" for an adapted flow, else why it is not listed as one (delay, non-autonomous, ...)
     refusal: str = ""
-    #: the components in which the field is measured 2π-periodic (its ``periodic``; ``_angles``)
+    #: the components in which the field is measured 2π-periodic (its ``periods``; ``_angles``)
     angles: tuple[int, ...] = ()
 
 
