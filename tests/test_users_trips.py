@@ -67,4 +67,5 @@ def test_the_printed_metrics_table_says_its_statistic_and_why_a_split_is_unknown
     assert lines[2].split()[:2] == ["rk4", "unknown"]
     assert lines[3].startswith("final_rel_error and valid_time: the mean over the row's n_traj trajectories")
     assert "work-precision table's errors are medians" in lines[3]
-    assert lines[4].startswith("split unknown: no model of this run records a training split of this file")
+    assert lines[4].startswith("mean_nrmse: the NRMSE against each component's spread over the training data")
+    assert lines[5].startswith("split unknown: no model of this run records a training split of this file")

@@ -325,7 +325,8 @@ class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
 
     def _kept(self) -> tuple[str, ...]:
         """("volume",) with skew-symmetric attention; () with arbitrary weighting (not volume preserving)."""
-        return ("volume",) if self.config["skew_sym"] else ()
+        # the attention layers themselves say it (a user's subclass may record a config without ``skew_sym``)
+        return ("volume",) if all(block.attention.skew_sym for block in self.blocks) else ()
 
     #: set by __init__ (declared for type checkers; dim, config and the window lengths on _SymmetricPlanes)
     blocks: nn.Sequential
