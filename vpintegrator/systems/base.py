@@ -54,7 +54,7 @@ class System:
     of that period (a torus's coordinates): every error, metric and figure wraps their differences to
     (−P/2, P/2] (``vpintegrator.arrays.wrap``), the states themselves are kept unwrapped. A spec's
     ``[system] periodic`` and a data file's ``periodic`` attribute on ``/y`` declare it too
-    ([`check_periods`][vpintegrator.systems.base.check_periods]).
+    (``vpintegrator.systems.base.check_periods``).
 
     **The field written once** (every shipped system): ``field(p, x)`` and ``field_jacobian(p, x)`` are plain
     static functions on a tuple of components ``x = (x0, .., x_{dim-1})`` and the parameter vector
