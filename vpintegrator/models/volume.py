@@ -326,7 +326,7 @@ class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
     def _kept(self) -> tuple[str, ...]:
         """("volume",) with skew-symmetric attention; () with arbitrary weighting (not volume preserving)."""
         # the attention layers themselves say it (a user's subclass may record a config without ``skew_sym``)
-        return ("volume",) if all(block.attention.skew_sym for block in self.blocks) else ()
+        return ("volume",) if all(getattr(block.attention, "skew_sym", False) for block in self.blocks) else ()
 
     #: set by __init__ (declared for type checkers; dim, config and the window lengths on _SymmetricPlanes)
     blocks: nn.Sequential
