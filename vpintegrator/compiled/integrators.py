@@ -92,12 +92,11 @@ def compiled_stepper(system: Any, method: Any, dt: float) -> "CompiledStepper | 
     method = get_integrator(method)
     method.supports(system)
     h = finite_float(dt, "dt", positive=True)
-    if vars(type(system)).get("lattice_kernel") or getattr(type(system), "bond_force", None) is not None:
-        from .lattice import lattice_stepper  # a shipped lattice (its own class body), or a user's with its bond force
+    shipped_lattice = bool(vars(type(system)).get("lattice_kernel"))  # its own class body, not a subclass's
+    if shipped_lattice or getattr(type(system), "bond_force", None) is not None:  # or a user's with its bond force
+        from .lattice import lattice_stepper
 
-        if vars(type(system)).get("lattice_kernel") or lattice_kind(system) is not None:
-            return lattice_stepper(system, method, h)
-        return None
+        return lattice_stepper(system, method, h) if shipped_lattice or lattice_kind(system) is not None else None
     try:
         key: Any = (system, method, h)
         proto = _PLANS.get(key, _NOT_PLANNED)

@@ -53,8 +53,8 @@ class UserFields(NamedTuple):
 
 #: parameter class -> the user's jitted functions (read by ``compiled.systems`` and ``compiled.lean`` while typing)
 COMPILED: dict[type, UserFields] = {}
-#: system class -> its parameter class, or the one-line reason it runs in NumPy
-_BY_CLASS: dict[type, Any] = {}
+#: (system class, "field" or "lattice") -> the class made for it, or the one-line reason it runs in NumPy
+_BY_CLASS: dict[tuple[type, str], Any] = {}
 #: a user's lattice's tag class -> its jitted ``(bond_force, bond_stiffness)`` (``compiled.lattice``'s ``_dphi``)
 LATTICES: dict[type, tuple[Any, Any]] = {}
 
@@ -78,17 +78,7 @@ def user_kernel(system: Any, dispatchers: tuple[Any, Any]) -> tuple[Any, np.ndar
     once, at its registration (``compiled.systems.system_kernel`` passes them: this module is below it)."""
     if not HAVE_NUMBA:
         return None
-    cls = type(system)
-    entry = _BY_CLASS.get(cls)
-    if entry is None:
-        try:
-            entry = _register(cls, system, dispatchers)
-        except Exception as err:  # noqa: BLE001 - numba's typing errors, a user's field raising: NumPy path, said once
-            entry = _why(err)
-        _BY_CLASS[cls] = entry
-        if isinstance(entry, str):  # the package's own NumPy-only systems (the baths) are documented where they live
-            _log.log(logging.DEBUG if cls.__module__.startswith("vpintegrator.") else logging.WARNING,
-                     "system %s runs in NumPy, not compiled: %s", _label(cls), entry)
+    entry = _entry(system, "field", lambda cls: _register(cls, system, dispatchers))
     if isinstance(entry, str):
         return None
     p = np.ascontiguousarray(system.field_params(), dtype=np.float64).reshape(-1)
@@ -101,29 +91,37 @@ def lattice_kind(lattice: Any) -> Any:
     """The tag a user's lattice (a ``Lattice`` subclass giving ``bond_force(par, r)``, and ``bond_stiffness`` for
     implicit midpoint, on scalars) runs ``compiled.lattice``'s array loops with, or None (a shipped lattice: its
     integer ``kind``; or not compiled, one warning why). The tag's class is named by the user's sources, as a field's."""
-    cls = type(lattice)
-    if vars(cls).get("lattice_kernel") or not HAVE_NUMBA:
+    if vars(type(lattice)).get("lattice_kernel") or not HAVE_NUMBA:
         return None
-    entry = _BY_CLASS.get(cls)
+    entry = _entry(lattice, "lattice", lambda cls: _register_lattice(cls, lattice))
+    return None if isinstance(entry, str) else entry(0.0)
+
+
+def _entry(system: Any, what: str, register: Any) -> Any:
+    """The class made for ``type(system)``'s ``what`` (its field, or its lattice bonds), registered once per process;
+    or the one-line reason it runs in NumPy, said once (a warning; DEBUG for the package's own NumPy-only systems)."""
+    cls = type(system)
+    entry = _BY_CLASS.get((cls, what))
     if entry is None:
         try:
-            entry = _register_lattice(cls, lattice)
-        except Exception as err:  # noqa: BLE001 - as a field's: NumPy, said once
+            entry = register(cls)
+        except Exception as err:  # noqa: BLE001 - numba's typing errors, a user's field raising: NumPy path, said once
             entry = _why(err)
-        _BY_CLASS[cls] = entry
+        _BY_CLASS[(cls, what)] = entry
         if isinstance(entry, str):
-            _log.warning("lattice %s runs in NumPy, not compiled: %s", _label(cls), entry)
-    return None if isinstance(entry, str) else entry(0.0)
+            _log.log(logging.DEBUG if cls.__module__.startswith("vpintegrator.") else logging.WARNING,
+                     "%s %s runs in NumPy, not compiled: %s", "lattice" if what == "lattice" else "system",
+                     _label(cls), entry)
+    return entry
 
 
 def _register_lattice(cls: Any, lattice: Any) -> Any:
     import numba
 
-    force, stiffness = cls.bond_force, cls.bond_stiffness
-    if force is None:
+    if cls.bond_force is None:
         return "it has no bond_force(par, r); see vpintegrator.systems.lattice"
-    jitted: tuple[Any, Any] = (None if force is None else numba.njit(error_model="numpy")(force),
-                               None if stiffness is None else numba.njit(error_model="numpy")(stiffness))
+    jitted: tuple[Any, Any] = tuple(None if fn is None else numba.njit(error_model="numpy")(fn)  # type: ignore
+                                    for fn in (cls.bond_force, cls.bond_stiffness))
     par = np.ascontiguousarray(lattice.bond_params(), dtype=np.float64)
     r = np.linspace(-0.9, 0.9, 7)
     for fn, numpy, what in ((jitted[0], lattice.dphi, "bond_force"), (jitted[1], lattice.ddphi, "bond_stiffness")):
@@ -137,7 +135,7 @@ def _register_lattice(cls: Any, lattice: Any) -> Any:
 def reason(cls: type) -> str | None:
     """The reason the user's system class ``cls`` runs in NumPy, once it has been asked for a kernel (None: it
     compiles, or it has not been asked; ``compiled.systems.why_not_compiled`` asks)."""
-    entry = _BY_CLASS.get(cls)
+    entry = _BY_CLASS.get((cls, "field"))
     return entry if isinstance(entry, str) else None
 
 
