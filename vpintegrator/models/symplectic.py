@@ -45,8 +45,9 @@ __all__ = ["LASympNet", "GSympNet", "SymplecticTransformer"]
 LA_MAX_DEPTH = 5
 
 
-class _PositionWise(nn.Module):
-    """A chain of SympNet layers applied to each state of the window independently."""
+class _LayerChain(nn.Module):
+    """A chain of symplectic layers on windows: the SympNets map each state of the window independently (any
+    window length), the transformer (``_check_seq``: its ``seq_len``) the whole window."""
 
     #: set by the subclasses' __init__ (declared for type checkers)
     dim: int
@@ -54,11 +55,13 @@ class _PositionWise(nn.Module):
     pred_window: int
     config: dict[str, Any]
     layers: nn.Sequential
+    #: the window length the input must have (None: any, each state mapped by itself)
+    _check_seq: int | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x : (batch, seq, dim) -> (batch, seq, dim), each state mapped independently; one window
+        """x : (batch, seq, dim) -> (batch, seq, dim) (seq = ``seq_len`` for the transformer); one window
         (seq, dim) -> (seq, dim)."""
-        check_input(x, type(self).__name__, self.dim, like=_first_parameter(self), unbatched=True)
+        check_input(x, type(self).__name__, self.dim, self._check_seq, like=_first_parameter(self), unbatched=True)
         if x.ndim == 2:  # one window (seq, dim) -> (1, seq, dim) -> (seq, dim)
             return self.forward(x.unsqueeze(0)).squeeze(0)
         layers = list(self.layers)
@@ -74,7 +77,7 @@ class _PositionWise(nn.Module):
 # GML's constructor defaults (no paper configuration; upscaling 2·dim when left out)
 @register_model(defaults=dict(seq_len=1, depth=5, nhidden=1, activation="tanh", init_upper_linear=True,
                              init_upper_act=True))
-class LASympNet(_PositionWise):
+class LASympNet(_LayerChain):
     """LA-SympNet (GML ``LASympNet``): linear shears, biases and activation shears, position-wise.
 
     Layer order (GML ``Chain(::LASympNet)``), with "first/second" = Q/P when ``init_upper_linear`` (else P/Q)
@@ -151,7 +154,7 @@ class LASympNet(_PositionWise):
 
 
 @register_model(defaults=dict(seq_len=1, n_layers=2, activation="tanh", init_upper=True))
-class GSympNet(_PositionWise):
+class GSympNet(_LayerChain):
     """G-SympNet (GML ``GSympNet``): ``n_layers`` gradient shears alternating Q and P, position-wise.
 
     Layer i (1-based) is ``GradientLayerQ`` when i is odd and ``init_upper`` (even and not ``init_upper``),
@@ -200,8 +203,7 @@ class GSympNet(_PositionWise):
         self.seq_len: int = check_positive_int(seq_len, "seq_len")
         self.pred_window: int = self.seq_len
         self.config: dict[str, Any] = _record_config(self, self.model_name, locals())
-        kinds = (GradientLayerQ, GradientLayerP) if init_upper else (GradientLayerP, GradientLayerQ)
-        self.layers = nn.Sequential(*(kinds[i % 2](dim, upscaling_dimension, activation) for i in range(n_layers)))
+        self.layers = nn.Sequential(*_gradient_block(dim, n_layers, upscaling_dimension, activation, init_upper))
 
 
 def _gradient_block(dim: int, n: int, upscaling: int, activation: str, init_upper: bool) -> list[nn.Module]:
@@ -211,7 +213,7 @@ def _gradient_block(dim: int, n: int, upscaling: int, activation: str, init_uppe
 
 @register_model(defaults=dict(seq_len=3, n_sympnet=2, L=1, sympnet_activation="tanh",
                              attention_activation="matrix_softmax", init_upper=True, symmetric=True))
-class SymplecticTransformer(nn.Module):
+class SymplecticTransformer(_LayerChain):
     """The symplectic transformer (GML ``SymplecticTransformer``): maps a window of T states to the next T.
 
     Per unit (L units)::
@@ -264,13 +266,6 @@ class SymplecticTransformer(nn.Module):
         not_symplectic = self.config["symmetric"] and self.config["attention_activation"] == "vector_softmax"
         return () if not_symplectic else ("symplectic", "volume")
 
-    #: set by __init__ (declared for type checkers)
-    dim: int
-    seq_len: int
-    pred_window: int
-    config: dict[str, Any]
-    layers: nn.Sequential
-
     def __init__(
         self,
         dim: int,
@@ -288,6 +283,7 @@ class SymplecticTransformer(nn.Module):
         self.dim = check_symplectic_dim(dim)
         self.seq_len: int = check_positive_int(seq_len, "seq_len")
         self.pred_window: int = self.seq_len
+        self._check_seq = self.seq_len  # the whole window: its length fixed
         if transformer_dim is None:
             transformer_dim = dim
         if transformer_dim != dim:
@@ -310,17 +306,3 @@ class SymplecticTransformer(nn.Module):
             layers.append(SymplecticAttentionP(dim, symmetric=symmetric, activation=attention_activation))
             layers += _gradient_block(dim, n_sympnet, upscaling_dimension, sympnet_activation, init_upper)
         self.layers = nn.Sequential(*layers)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x : (batch, seq_len, dim) -> (batch, seq_len, dim); one window (seq_len, dim) -> (seq_len, dim)."""
-        check_input(x, type(self).__name__, self.dim, self.seq_len, like=_first_parameter(self), unbatched=True)
-        if x.ndim == 2:  # one window (seq_len, dim) -> (1, seq_len, dim) -> (seq_len, dim)
-            return self.forward(x.unsqueeze(0)).squeeze(0)
-        layers = list(self.layers)
-        if torch.compiler.is_compiling() and componentwise.supported(layers, x.shape[1]):
-            return componentwise.chain_components(layers, x)  # what inductor fuses into few loops
-        return self.layers(x)
-
-    def window_chain(self) -> list[nn.Module]:
-        """The layers whose composition is ``forward`` (for [`vpintegrator.testing`][vpintegrator.testing])."""
-        return list(self.layers)
