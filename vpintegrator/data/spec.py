@@ -130,10 +130,6 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
-def _is_number(value: Any) -> bool:
-    return _is_int(value) or isinstance(value, (float, np.floating))
-
-
 def _check_field(name: str, value: Any, where: str) -> Any:
     """Validate one GenerationSpec field; ``where`` names the file/key or override in the message.
 
