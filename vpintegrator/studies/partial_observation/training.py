@@ -60,17 +60,9 @@ def train_runs(plan: PartialObservationPlan,
 
 
 def _curve(run: Path) -> dict[str, list[float]]:
-    """The validation-rollout score per epoch of a run (its ``log.csv``) against process CPU seconds."""
-    import csv
+    """The validation-rollout score per epoch of a run against process CPU seconds (its ``log.csv``, read by
+    ``vpintegrator.rundir.read_log``)."""
+    from ...rundir import CPU_COLUMN, ROLLOUT_COLUMN, read_log
 
-    cpu, val = [], []
-    log = run / "log.csv"
-    if log.is_file():
-        with open(log, newline="") as f:
-            for rec in csv.DictReader(f):
-                try:
-                    cpu.append(float(rec["cpu_seconds"]))
-                    val.append(float(rec["val_rollout"]))
-                except (KeyError, TypeError, ValueError):
-                    continue
-    return {"cpu": cpu, "val": val}
+    rows = [r for r in read_log(run / "log.csv") if CPU_COLUMN in r and ROLLOUT_COLUMN in r]
+    return {"cpu": [r[CPU_COLUMN] for r in rows], "val": [r[ROLLOUT_COLUMN] for r in rows]}
