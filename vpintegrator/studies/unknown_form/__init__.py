@@ -65,9 +65,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ...errors import VPIntegratorError
 from ..options import Study
-from ..runner import StudyError, check_out_dir
+from ..runner import StudyError, check_out_dir, one_line
 from ..stats import read_json, redraw_from, write_json, write_tables
 from .evaluation import evaluate_seed, run_study
 from .design import (APPROACHES, DEFAULTS, H, HORIZONS, MAX_STEPS, MAX_STEPS_QUICK, PLATEAU_CPU, PLATEAU_CPU_SOURCE,
@@ -84,7 +83,9 @@ __all__ = ["H", "HORIZONS", "SYSTEMS", "APPROACHES", "RECIPES", "TARGETS", "DEFA
            "evaluate_seed", "plateau", "plan", "plan_line", "run_study", "merge_rows", "summarize_rows", "tables", "figures",
            "UnknownFormOptions", "UnknownFormPlan", "build_plan", "STUDY", "run"]
 
-def _run(a: UnknownFormPlan) -> int:
+@one_line
+def run(a: UnknownFormPlan) -> int:
+    """The study from its resolved options (``STUDY``); bad input is a one-line ``StudyError``."""
     out = Path(a.out)
     check_out_dir(out)
     path = out / "unknown_form.json"
@@ -106,12 +107,9 @@ def _run(a: UnknownFormPlan) -> int:
             raise StudyError(f"--table-only: {path} not found; give the --out of an earlier unknown_form study")
         rows = check_rows(data, path)
     else:
-        try:
-            from ...rollout.sindy import require_pysindy
+        from ...rollout.sindy import require_pysindy
 
-            require_pysindy("sindy+gauss_legendre4")
-        except VPIntegratorError as err:
-            raise StudyError(str(err)) from None
+        require_pysindy("sindy+gauss_legendre4")
         systems, seeds = a.systems, a.seeds
         if a.data is not None:
             check_data(Path(a.data), systems)
@@ -148,14 +146,6 @@ def _run(a: UnknownFormPlan) -> int:
     figures(summary, out, rows)
     print(text)
     return 0
-
-
-def run(a: UnknownFormPlan) -> int:
-    """The study from its resolved options (``STUDY``); bad input is a one-line ``StudyError``."""
-    try:
-        return _run(a)
-    except VPIntegratorError as err:
-        raise StudyError(str(err)) from None
 
 
 #: the study as the runner runs it (``vp-study unknown_form``, ``python -m vpintegrator.studies.unknown_form``)
