@@ -13,6 +13,11 @@ delay-vector map. The fit is timed (``fit_seconds``, process CPU) apart from the
 [`IntegratorStep`][vpintegrator.rollout.steps.IntegratorStep] on the fitted field (compiled at small batch, as
 ``sindy+METHOD``). The study "when the state is incomplete" runs this class for its delay-SINDy row
 (``vpintegrator.studies.partial_observation.delay_sindy``). Needs pysindy (the ``sindy`` extra).
+
+The search is bounded (``select_sindy``'s budget): at most ``max_candidates`` candidates (default: the grid) and
+``max_fit_seconds`` process CPU seconds (default ``FIT_BUDGET_SECONDS``), recorded as ``sindy_budget`` with how many
+candidates it fitted of the grid. The row has skill (``skill``, ``sindy_skill``) only when its validation score is
+below ``SKILL_FRACTION`` of the identity map's on the same delay vectors (``vpintegrator.rollout.memory.skill_of``).
 """
 
 from __future__ import annotations
@@ -26,7 +31,10 @@ from ..errors import VPIntegratorError
 from .engine import StepMap
 from .memory import check_trajectories, delay_vectors
 
-__all__ = ["DelaySindyStep", "delay_names"]
+__all__ = ["DelaySindyStep", "delay_names", "FIT_BUDGET_SECONDS"]
+
+#: the default CPU budget of the candidate search (process CPU seconds; checked after each candidate)
+FIT_BUDGET_SECONDS = 60.0
 
 
 def delay_names(names: Sequence[str], T: int, dim: int) -> tuple[str, ...]:
@@ -58,6 +66,10 @@ class DelaySindyStep(StepMap):
         The state components' names (the equations name the delay components ``q1[n-1]`` ...).
     compiled : bool
         False: the NumPy integrator path only (bit for bit the method's ``step``; the study's rule).
+    max_candidates : int, optional
+        At most this many candidates are fitted (default: the whole grid).
+    max_fit_seconds : float, optional
+        The search stops once its process CPU seconds reach this (default ``FIT_BUDGET_SECONDS``; None: no limit).
     """
 
     kind = "fitted"
@@ -65,7 +77,8 @@ class DelaySindyStep(StepMap):
     def __init__(self, train: np.ndarray | Callable[[], np.ndarray], val: np.ndarray | Callable[[], np.ndarray],
                  integrator: str, dt: float, context_len: int = 2, dim: int | None = None, source: str = "", *,
                  libraries: Sequence[Any] | None = None, thresholds: Sequence[float] | None = None,
-                 optimizer: Any = None, component_names: Sequence[str] = (), compiled: bool = True) -> None:
+                 optimizer: Any = None, component_names: Sequence[str] = (), compiled: bool = True,
+                 max_candidates: int | None = None, max_fit_seconds: float | None = FIT_BUDGET_SECONDS) -> None:
         from ..errors import finite_float
         from ..integrators import get_integrator
         from .sindy import _grid, require_pysindy
@@ -91,6 +104,14 @@ class DelaySindyStep(StepMap):
         self.pred_window: int = 1
         _grid(libraries, thresholds, optimizer, T * self.dim)  # every argument checked before any work
         self._grid_args = (libraries, thresholds, optimizer)
+        if max_candidates is not None and (isinstance(max_candidates, bool) or
+                                           not isinstance(max_candidates, (int, np.integer)) or max_candidates < 1):
+            raise VPIntegratorError(f"{self.name}: max_candidates must be an int >= 1; got {max_candidates!r}",
+                                    key="max_candidates")
+        self.max_candidates = None if max_candidates is None else int(max_candidates)
+        self.max_fit_seconds = None if max_fit_seconds is None else finite_float(
+            max_fit_seconds, f"{self.name}: max_fit_seconds", positive=True, key="max_fit_seconds")
+        self.identity_score = math.nan
         self.component_names = tuple(str(n) for n in component_names)
         if self.component_names and len(self.component_names) != self.dim:
             raise VPIntegratorError(f"{self.name}: component_names has {len(self.component_names)} names for "
@@ -126,7 +147,7 @@ class DelaySindyStep(StepMap):
     def fit_now(self) -> Any:
         """Fit and select on the delay vectors (once): the chosen ``SindyFit`` or None."""
         from ..clock import process_cpu
-        from .sindy import select_sindy
+        from .sindy import identity_score, select_sindy
 
         if not self._fitted:
             tic = process_cpu()
@@ -138,7 +159,10 @@ class DelaySindyStep(StepMap):
             libraries, thresholds, optimizer = self._grid_args
             self.fit, self.candidates = select_sindy(delay_vectors(train, T), delay_vectors(val, T), self.dt,
                                                      self.integrator, libraries, thresholds, optimizer,
-                                                     delay_names(self.component_names, T, self.dim))
+                                                     delay_names(self.component_names, T, self.dim),
+                                                     max_candidates=self.max_candidates,
+                                                     max_seconds=self.max_fit_seconds)
+            self.identity_score = identity_score(delay_vectors(val, T))
             self.fit_seconds = process_cpu() - tic
             self._fitted = True
         return self.fit
@@ -178,6 +202,33 @@ class DelaySindyStep(StepMap):
             return np.full(w.shape[0], np.nan)
         return self._inner.log_abs_det_jacobian(w.reshape(w.shape[0], 1, -1))
 
+    def grid_size(self) -> int:
+        """The candidates of the whole grid (the budget may fit fewer)."""
+        from .sindy import _grid
+
+        libs, grid = _grid(*self._grid_args, self.seq_len * self.dim)
+        return len(libs) * len(grid)
+
+    @property
+    def budget(self) -> str:
+        """The search's budget and, once fitted, what it fitted (``sindy_budget``)."""
+        said = (f"at most {'the grid' if self.max_candidates is None else self.max_candidates} candidates and "
+                f"{'no CPU limit' if self.max_fit_seconds is None else f'{self.max_fit_seconds:g} process CPU s'}")
+        if self._fitted:
+            n, grid = len(self.candidates), self.grid_size()
+            said += f": fitted {n} of {grid}" + (" (cut by the budget)" if n < grid else "")
+        return said
+
+    @property
+    def skill(self) -> bool | None:
+        """Whether the fit has skill (below ``SKILL_FRACTION`` of the identity map's validation score); None before
+        the fit."""
+        from .memory import skill_of
+
+        if not self._fitted:
+            return None
+        return skill_of(None if self.fit is None else self.fit.score, self.identity_score)
+
     @property
     def failure_reason(self) -> str | None:
         """Why the row has no model (None when it has one or has not been fitted)."""
@@ -197,7 +248,10 @@ class DelaySindyStep(StepMap):
         if self._fitted:
             info.update(sindy_record(self.fit, self.candidates, self.integrator,
                                      delay_names(self.component_names, self.seq_len, self.dim)),
-                        fit_seconds=float(self.fit_seconds), fit_clock="process_cpu")
+                        fit_seconds=float(self.fit_seconds), fit_clock="process_cpu", sindy_budget=self.budget,
+                        sindy_identity_validation_error=float(self.identity_score), sindy_skill=bool(self.skill))
+        else:
+            info["sindy_budget"] = self.budget
         if self.fit is None and self.failure_reason:
             info["fit_failure"] = self.failure_reason
         return info

@@ -30,6 +30,11 @@ earlier candidate of the grid: the smaller ridge, library or rank). When no cand
 row has no model: its states are NaN and the failure rule fails the row alone (``fit_failure``), as a SINDy
 row without skill. A grid of one candidate (one ridge, one rank, one library given) needs no validation.
 
+**Skill.** The identity map (every predicted state the window's newest) is scored on the same validation
+windows (``identity_score``); a row whose chosen score is not below ``SKILL_FRACTION`` times the identity map's, or
+that has no model, has no skill (``skill`` False, ``memory_skill`` in the record): a study reports it as "no skill",
+not as a result. The SINDy rows apply the same rule (``vpintegrator.rollout.sindy``).
+
 **The rollout.** One compiled loop (numba) runs every step of a block for the whole batch: a window model
 costs one (T·k + F) × k product per step (F the library's terms), delay DMD r² + r·k, with no Python per
 step; the fit, with its validation rollouts, is timed apart (``fit_seconds``, process CPU, compilation of the
@@ -62,8 +67,9 @@ from ..errors import VPIntegratorError, finite_float
 from .engine import StepMap
 
 __all__ = ["RIDGES", "NARX_LIBRARIES", "VAL_STEPS", "MAX_VAL_TRAJ", "MAX_RANKS", "MAX_FEATURES", "MAX_FIT_WINDOWS",
-           "MAX_RECORDED", "CENTRED", "check_trajectories", "window_pairs", "delay_vectors", "newest_powers",
-           "window_score", "MemoryFit", "WindowRegressionStep", "ARXStep", "NARXStep", "DelayDMDStep"]
+           "MAX_RECORDED", "CENTRED", "SKILL_FRACTION", "skill_of", "check_trajectories", "window_pairs",
+           "delay_vectors", "newest_powers", "window_score", "MemoryFit", "WindowRegressionStep", "ARXStep",
+           "NARXStep", "DelayDMDStep"]
 
 #: the ridge grid (relative: λ·N on the standardised coefficients)
 RIDGES = (0.0, 1e-10, 1e-8, 1e-6, 1e-4)
@@ -80,6 +86,8 @@ MAX_FEATURES = 1000
 MAX_FIT_WINDOWS = 200_000
 #: the coefficients (and delay DMD's modes) are recorded (JSON) when there are at most this many numbers
 MAX_RECORDED = 2000
+#: a fitted row has skill when its validation score is below this fraction of the identity map's on the same windows
+SKILL_FRACTION = 0.5
 #: delay DMD's record of its centring (``memory_dmd_centred``)
 CENTRED = ("centred: the delay vectors minus their training means, h' = mu_Y + A_r (h - mu_X) (an affine map; "
            "PyDMD's DMD fits the vectors as they are, a linear map h' = A h)")
@@ -242,6 +250,15 @@ def window_score(pred: np.ndarray, truth: np.ndarray) -> float:
         err = np.linalg.norm(pred - truth, axis=-1).max(axis=1) / np.maximum(rms, 1e-300)
     err = np.where(np.isfinite(err), err, 1.0)
     return float(np.mean(np.minimum(err, 1.0)))
+
+
+def skill_of(score: float | None, identity: float) -> bool | None:
+    """Whether a fitted row's chosen validation ``score`` (None: no model) shows skill: below ``SKILL_FRACTION``
+    times the ``identity`` map's score on the same validation windows; None when there was no validation (NaN
+    ``identity``)."""
+    if not math.isfinite(identity):
+        return None
+    return score is not None and math.isfinite(score) and score < SKILL_FRACTION * identity
 
 
 def _ridge(value: Any) -> float:
@@ -408,6 +425,8 @@ class WindowRegressionStep(StepMap):
         self.fit: MemoryFit | None = None
         self.candidates: list[MemoryFit] = []
         self.fit_seconds = math.nan
+        #: the identity map's score on the validation windows (NaN: no validation)
+        self.identity_score = math.nan
         self._fitted = False
 
     # -- what each row defines
@@ -458,6 +477,7 @@ class WindowRegressionStep(StepMap):
                     pred = self._predict(fit, np.ascontiguousarray(val[:, :T]), val.shape[1] - T)
                 scored.append(_replace(fit, score=window_score(pred, val[:, T:])))
             self.candidates = scored
+            self.identity_score = window_score(np.repeat(val[:, T - 1:T], val.shape[1] - T, axis=1), val[:, T:])
             usable = [f for f in scored if f.score < 1.0]
             self.fit = min(usable, key=lambda f: f.score) if usable else None
         self.fit_seconds = process_cpu() - tic
@@ -508,6 +528,13 @@ class WindowRegressionStep(StepMap):
         return np.where(sign != 0, logdet, -np.inf)
 
     @property
+    def skill(self) -> bool | None:
+        """Whether the fit has skill (module docstring, "Skill"); None before the fit or without validation."""
+        if not self._fitted:
+            return None
+        return skill_of(None if self.fit is None else self.fit.score, self.identity_score)
+
+    @property
     def failure_reason(self) -> str | None:
         """Why the row has no model (None when it has one or has not been fitted)."""
         if not self._fitted or self.fit is not None:
@@ -535,6 +562,8 @@ class WindowRegressionStep(StepMap):
             info["memory_selection"] = (f"validation rollout from the first {self.seq_len} states of each validation "
                                         f"trajectory (<= {MAX_VAL_TRAJ}) for <= {VAL_STEPS} steps: mean of the largest "
                                         "error over the steps / the trajectory's RMS norm, capped at 1; the lowest wins")
+            if self.skill is not None:
+                info.update(memory_identity_validation_error=float(self.identity_score), memory_skill=self.skill)
         fit = self.fit
         if fit is not None:
             info.update(memory_n_coefficients=int(fit.n_coefficients),

@@ -28,7 +28,11 @@ solve or a state that is not finite counts as 1). The lowest score wins; among c
 with every coefficient 0 is skipped. When no candidate scores below 1 (no skill on any validation
 trajectory) the row has no model: [`SindyStep`][vpintegrator.rollout.sindy.SindyStep] then produces NaN, so
 the rollout's failure rule fails that row alone (its ``fit_failure`` attribute and the failure line say
-why) and the rest of the run goes on.
+why) and the rest of the run goes on. ``identity_score`` is the identity map's score on the same validation
+trajectories (every state the first): the delay-SINDy row has skill only below ``SKILL_FRACTION`` of it
+(``vpintegrator.rollout.memory.skill_of``). **Budget**: ``select_sindy(max_candidates=..., max_seconds=...)``
+stops the search after that many candidates or once its process CPU seconds reach the limit (checked before each
+candidate after the first, in the grid's order: the smaller libraries first), and chooses among those it fitted.
 
 The chosen equations are written in readable form (``z1' = 0.500000 z2 z3 - ...``, the state components named
 as the data file names them (its ``/state`` axis or its system's ``state_names``), else ``x0 .. x<dim-1>``)
@@ -65,7 +69,7 @@ from .sindy_library import (INSTALL, MAX_FEATURES, Library, _label, _library_of,
 
 __all__ = ["LIBRARIES", "THRESHOLDS", "VAL_STEPS", "PARSIMONY", "INSTALL", "MAX_FIT_STATES", "MAX_VAL_TRAJ",
            "MAX_FEATURES", "require_pysindy", "Library", "library", "library_size", "SindyField", "SindyFit",
-           "derivatives", "fit_sindy", "select_sindy", "sindy_record", "SindyStep"]
+           "derivatives", "fit_sindy", "select_sindy", "identity_score", "sindy_record", "SindyStep"]
 
 #: the feature libraries of the validation grid
 LIBRARIES = ("poly1", "poly2", "poly3", "poly4", "trig", "exp", "poly3+trig+exp")
@@ -351,10 +355,21 @@ def _score(field: SindyField, integrator: str, dt: float, val: np.ndarray) -> fl
     return float(np.mean(np.minimum(worst, 1.0)))
 
 
+def identity_score(val: np.ndarray) -> float:
+    """The identity map's validation score on ``val`` (n, K + 1, dim) as ``select_sindy`` scores a candidate (the same
+    trajectories and steps): every predicted state the first, the mean of the largest relative error, capped at 1."""
+    val = np.asarray(val, dtype=np.float64)[:MAX_VAL_TRAJ, :VAL_STEPS + 1]
+    with np.errstate(all="ignore"):
+        norm = np.maximum(np.linalg.norm(val[:, 1:], axis=-1), 1e-300)
+        err = np.linalg.norm(val[:, :1] - val[:, 1:], axis=-1) / norm
+    worst = np.where(np.isfinite(err).all(axis=1), err.max(axis=1, initial=0.0), np.inf)
+    return float(np.mean(np.minimum(worst, 1.0)))
+
+
 def select_sindy(train: np.ndarray, val: np.ndarray, dt: float, integrator: str,
                  libraries: Sequence[Any] | None = None, thresholds: Sequence[float] | None = None,
-                 optimizer: Any = None, component_names: Sequence[str] = ()
-                 ) -> tuple[SindyFit | None, list[SindyFit]]:
+                 optimizer: Any = None, component_names: Sequence[str] = (), *, max_candidates: int | None = None,
+                 max_seconds: float | None = None) -> tuple[SindyFit | None, list[SindyFit]]:
     """Fit every (library, threshold) on ``train`` and pick by validation rollout on ``val`` (module
     docstring): ``(the chosen fit or None when none has skill, every candidate with its score)``. Every
     argument is checked before anything is fitted (module docstring, "The boundary").
@@ -375,7 +390,11 @@ def select_sindy(train: np.ndarray, val: np.ndarray, dt: float, integrator: str,
         Fitted (a clone) in place of the package's STLSQ.
     component_names : sequence of str, optional
         The state components' names in the equations (default ``x0 .. x<dim-1>``).
+    max_candidates, max_seconds : optional
+        The search's budget (module docstring): at most this many candidates, or until its process CPU seconds
+        reach ``max_seconds``; the candidates fitted are returned (fewer than the grid when the budget cut it).
     """
+    from ..clock import process_cpu
     from ..integrators import get_integrator
 
     ps = require_pysindy()
@@ -384,12 +403,20 @@ def select_sindy(train: np.ndarray, val: np.ndarray, dt: float, integrator: str,
     train = _finite_array(train, "training trajectories", 3)
     val = _finite_array(val, "validation trajectories", 3, train.shape[2])
     libs, grid = _grid(libraries, thresholds, optimizer, train.shape[2])
+    if max_candidates is not None and (isinstance(max_candidates, bool) or not isinstance(max_candidates, int)
+                                       or max_candidates < 1):
+        raise VPIntegratorError(f"max_candidates must be an int >= 1; got {max_candidates!r}", key="max_candidates")
+    limit = math.inf if max_seconds is None else finite_float(max_seconds, "max_seconds", positive=True,
+                                                               key="max_seconds")
+    tic = process_cpu()
     names = tuple(str(n) for n in component_names)
     z, zdot = derivatives(train, dt)
     val = val[:MAX_VAL_TRAJ, :VAL_STEPS + 1]
-    fits = []
+    fits: list[SindyFit] = []
     for label, lib in libs:
         for threshold in grid:
+            if fits and (len(fits) >= (max_candidates or math.inf) or process_cpu() - tic >= limit):
+                break
             fit = _fit(z, zdot, label, lib, threshold, optimizer, names, ps)
             score = 1.0 if fit.field is None else _score(fit.field, integrator, dt, val)
             fits.append(SindyFit(fit.library, fit.threshold, fit.field, fit.n_terms, score))

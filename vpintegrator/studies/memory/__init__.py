@@ -28,8 +28,12 @@ from the held-out conditions' first observed states (with ``--noise`` sigma adde
 
 Numbers: the relative error of the observed state against the exact flow at t = 10 and t = 100, per seed the median
 and 10-90 % interval over held-out conditions (``median_interval``), over seeds the median with a bootstrap interval;
-each row's fit or training CPU seconds, and its batch-1 CPU seconds per unit time on the cost meter
-(``vpintegrator.clock.meter``). The verdict is computed from these numbers (``tables.verdict``).
+each row's fit or training CPU seconds, and its batch-1 price on the cost meter (``vpintegrator.clock.meter``):
+the engine's own CPU seconds of the row's start and steps to t = 100 (its per-call fixed cost left out), every row
+of a case in one interleaved meter call, per unit time (``cost``) and per step (``cost_per_step``). A fitted row
+whose validation score is not below half the identity map's on the same validation windows has no skill: it is
+said as "no skill" with its fit's CPU seconds (``skill``, ``note``), not as a result; delay SINDy's candidate
+search is bounded by its budget (``fit_budget``). The verdict is computed from these numbers (``tables.verdict``).
 
     vp-study memory --out runs/memory_quick --quick     # <= 10 CPU min on 2 cores
     vp-study memory --out runs/memory --dry-run         # the default size and its CPU estimate, nothing run

@@ -207,11 +207,35 @@ def _window(ref: np.ndarray, length: int, sigma: float) -> np.ndarray:
     return w
 
 
+#: what a row's price is (``cost_of`` in every row)
+COST_OF = ("the engine's CPU seconds in the row's start and steps (rollout meta seconds + setup_seconds: an estimate's "
+           "least squares included; the engine's per-call checks, description and output arrays left out)")
+
+
+def _fitted_record(step: Any) -> dict[str, Any]:
+    """A fitted row's skill (``skill``: its validation score below ``SKILL_FRACTION`` of the identity map's on the
+    same validation windows), with a ``note`` when it has none, and its search's budget (``fit_budget``); {} for a
+    row without validation (``parrot``)."""
+    from ...rollout.memory import SKILL_FRACTION
+
+    skill = getattr(step, "skill", None)
+    out: dict[str, Any] = {} if getattr(step, "budget", None) is None else {"fit_budget": str(step.budget)}
+    if skill is None:
+        return out
+    out["skill"] = bool(skill)
+    if not skill:
+        fit = getattr(step, "fit", None)
+        score = None if fit is None else float(fit.score)
+        out["note"] = (f"no skill: best validation error {'none below 1' if score is None else f'{score:.3g}'} is not "
+                       f"below {SKILL_FRACTION:g} x the identity map's {float(step.identity_score):.3g} "
+                       f"({len(step.candidates)} candidates; fit {float(step.fit_seconds):.3g} CPU s)")
+    return out
+
+
 def _score(rows: dict[str, tuple[Any, dict[str, Any]]], ref: np.ndarray, noise: tuple[float, ...],
-           base: dict[str, Any], width: int) -> list[dict[str, Any]]:
-    """Roll every row out from the first window at each noise level, score it, price it (batch 1, sigma = 0 window
-    of the first condition, to the last horizon, on the meter)."""
-    from ...clock import meter
+           base: dict[str, Any], width: int, calls: dict[tuple[str, Any], Callable[[], float]]) -> list[dict[str, Any]]:
+    """Roll every row out from the first window at each noise level and score it; its price's call (``_price``:
+    batch 1, the sigma = 0 window of the first condition, to the last horizon) into ``calls``, keyed (label, seed)."""
     from ...rollout.engine import rollout
 
     K = int(round(max(HORIZONS) / H))
@@ -226,22 +250,40 @@ def _score(rows: dict[str, tuple[Any, dict[str, Any]]], ref: np.ndarray, noise: 
                 fit_cpu = float(step.fit_seconds)
             errs = _errors(y, ref)
             out.append({**base, **record, "label": label, "T": record.get("T", int(step.seq_len)), "noise": sigma,
-                        "fit_cpu": fit_cpu, **{f"err_t{t:g}": errs[t] for t in HORIZONS}})
+                        "fit_cpu": fit_cpu, **({} if record.get("kind") != "fitted" else _fitted_record(step)),
+                        **{f"err_t{t:g}": errs[t] for t in HORIZONS}})
     one = _window(ref[:1], width, 0.0)
-    def call(s: Any) -> Callable[[], object]:
-        return lambda: rollout(s, one[:, :s.seq_len], H, K)
 
-    costs = meter({label: call(step) for label, (step, _) in rows.items()}, repeats=METER_REPEATS)
-    for r in out:
-        r["cost"] = costs[r["label"]].per(max(HORIZONS))
-        r["cost_clock"] = costs[r["label"]].clock
+    def call(s: Any) -> Callable[[], float]:
+        def once() -> float:  # the row's price: the engine's seconds of its start and steps, not of the call
+            meta = rollout(s, one[:, :s.seq_len], H, K).meta
+            return float(meta["seconds"]) + float(meta["setup_seconds"])
+        return once
+
+    calls.update({(label, record.get("seed")): call(step) for label, (step, record) in rows.items()})
     return out
+
+
+def _price(rows: list[dict[str, Any]], calls: dict[tuple[str, Any], Callable[[], float]]) -> list[dict[str, Any]]:
+    """Every row of a case priced in one interleaved meter call (``vpintegrator.clock.meter``, thread CPU): each
+    call returns the engine's own seconds (``COST_OF``); ``cost`` CPU s per unit time, ``cost_per_step`` per step,
+    ``cost_seconds`` the whole rollout to the last horizon."""
+    from ...clock import meter
+
+    K = int(round(max(HORIZONS) / H))
+    costs = meter(calls, repeats=METER_REPEATS)
+    for r in rows:
+        c = costs[(r["label"], r.get("seed"))]
+        r.update(cost=c.per(max(HORIZONS)), cost_per_step=c.per(K), cost_seconds=c.seconds, cost_clock=c.clock,
+                 cost_of=COST_OF)
+    return rows
 
 
 def evaluate_case(plan: MemoryPlan, case: str, arena: str, n: int | None, train: Path,
                   runs: dict[tuple[str, int, str, int], Path]) -> list[dict[str, Any]]:
     """Every row of one case: the known-equations / full-order rows and the fitted rows once (seed None), the learned
-    rows per seed; rows of one (window, seed) are rolled out and priced together."""
+    rows per seed, each rolled out and scored; then every row of the case priced in one interleaved meter call
+    (``_price``)."""
     import torch
 
     from ...data import read_metadata
@@ -260,17 +302,18 @@ def evaluate_case(plan: MemoryPlan, case: str, arena: str, n: int | None, train:
         known.update({f"{label}_T{whole}": (step, {"approach": label, "T": whole, "seed": None,
                                                    "kind": "full_order" if "bath+" in label else "known"})
                       for label, step in smoother_steps(arena, system, train, whole).items()})
-    rows = _score(known, ref, plan.noise, base, width)
+    calls: dict[tuple[str, Any], Callable[[], float]] = {}  # every row's price, metered together at the end
+    rows = _score(known, ref, plan.noise, base, width, calls)
     for T in plan.windows:
         fitted = {f"{name}_T{T}": (step, {"approach": name, "T": T, "kind": "fitted", "seed": None})
                   for name, step in fitted_steps(system, train, split, T).items()}
         if fitted:
-            rows += _score(fitted, ref, plan.noise, base, width)
+            rows += _score(fitted, ref, plan.noise, base, width, calls)
     for seed in plan.seeds:
         mine = {(a, T): run for (c, s, a, T), run in runs.items() if c == case and s == seed}
         for T in plan.windows:
             learned = {f"{a}_T{t}": (step, {**rec, "approach": a, "T": t, "kind": "model", "seed": int(seed)})
                        for a, t, step, rec in _learned(system, train, {k: v for k, v in mine.items() if k[1] == T})}
             if learned:
-                rows += _score(learned, ref, plan.noise, base, width)
-    return rows
+                rows += _score(learned, ref, plan.noise, base, width, calls)
+    return _price(rows, calls)

@@ -22,6 +22,8 @@ __all__ = ["ROW", "SCHEMA", "read_doc", "summarize_rows", "summary_table", "verd
 ROW = Obj(required={"system": "str", "arena": "str", "approach": "str", "label": "str", "T": "int", "kind": "str",
                     "seed": "int?", "noise": "number"},
           optional={"N": "int?", "observe": "str?", "fit_cpu": "number?", "cost": "number?", "cost_clock": "str?",
+                    "cost_per_step": "number?", "cost_seconds": "number?", "cost_of": "str?", "skill": "bool?",
+                    "note": "str?", "fit_budget": "str?",
                     "steps": "int?", "stopped": "str?", "stop_clock": "str?", "n_params": "int?", "run": "str?",
                     **{f"err_t{t:g}": INTERVAL for t in HORIZONS}})
 #: what memory.json holds
@@ -67,6 +69,9 @@ def summarize_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                             "lo": _median([c.get("lo") for c in cells]), "hi": _median([c.get("hi") for c in cells])}
         e["fit_cpu"] = _median([r.get("fit_cpu") for r in rs])
         e["cost"] = _median([r.get("cost") for r in rs])
+        e["cost_per_step"] = _median([r.get("cost_per_step") for r in rs])
+        e["skill"] = False if any(r.get("skill") is False for r in rs) else rs[0].get("skill")
+        e["notes"] = sorted({r["note"] for r in rs if r.get("note")})
         e["stopped"] = sorted({stop_token(r) for r in rs if r.get("stopped") is not None})
         e["steps"] = _median([r.get("steps") for r in rs])
         out.append(e)
@@ -79,7 +84,8 @@ def _median(values: list[Any]) -> float | None:
 
 
 def _key(e: dict[str, Any], t: float) -> float:
-    m = e[f"t{t:g}"]["median"]
+    """The row's median error at ``t``; inf for a row without skill (``skill`` False: no result, never a winner)."""
+    m = None if e.get("skill") is False else e[f"t{t:g}"]["median"]
     return math.inf if m is None or (isinstance(m, float) and math.isnan(m)) else float(m)
 
 
@@ -175,8 +181,8 @@ def _bath_verdict(summary: list[dict[str, Any]]) -> list[str]:
                                                         for o in known)), key=lambda e: _key(e, t))
             first = n if front and first is None else first
             part = (f"N = {n}: the best data-only row is {_said(best, t)} at {fmt_num(best['cost'])} CPU s per unit "
-                    f"time; the cheapest row at least as accurate is {_said(cheapest, t)} at "
-                    f"{fmt_num(cheapest['cost'])} ({cheapest['kind']})")
+                    f"time{_step(best)}; the cheapest row at least as accurate is {_said(cheapest, t)} at "
+                    f"{fmt_num(cheapest['cost'])}{_step(cheapest)} ({cheapest['kind']})")
             said.append(part + ".")
             if front:
                 said.append(f"N = {n}: no row that knows the equations is as accurate for at most {COST_MARGIN:g} times "
@@ -186,6 +192,11 @@ def _bath_verdict(summary: list[dict[str, Any]]) -> list[str]:
                         else "At no N measured is a data-only row the cheapest at its accuracy.")
             lines += [f"- **{arena}, t = {t:g}, who is cheapest at equal accuracy**:", *(f"  - {s}" for s in said), ""]
     return lines
+
+
+def _step(e: dict[str, Any]) -> str:
+    """`` (X CPU s per step)`` where the row is priced per step (a results file priced by the engine's seconds)."""
+    return "" if e.get("cost_per_step") is None else f" ({fmt_num(e['cost_per_step'])} per step)"
 
 
 #: the summary table's kinds (``summary_table.KINDS``): which rows each picks among
@@ -208,7 +219,8 @@ def summary_table(summary: list[dict[str, Any]]) -> list[str]:
               [e for e in summary if e["system"] == system and e["noise"] == noise])
              for system, noise in dict.fromkeys((e["system"], e["noise"]) for e in summary)]
     return draw(cases, list(GROUPS), lambda e: [k for k, pick in GROUPS.items() if pick(e)],
-                lambda e: e[f"t{t:g}"]["median"], lambda e: e["cost"], row_name, f"at t = {t:g}",
+                lambda e: None if e.get("skill") is False else e[f"t{t:g}"]["median"], lambda e: e["cost"], row_name,
+                f"at t = {t:g}",
                 "median error over seeds", "batch-1 CPU s per unit time")
 
 
@@ -221,23 +233,32 @@ def tables(summary: list[dict[str, Any]], budget: str = "", commands: list[str] 
              "## Verdict", "", *verdict(summary)]
     for system, noise in dict.fromkeys((e["system"], e["noise"]) for e in summary):
         rows = [e for e in summary if e["system"] == system and e["noise"] == noise]
+        per_step = any(e.get("cost_per_step") is not None for e in rows)  # files priced by the engine's step seconds
+        cost = ("Cost: batch-1 CPU s of the row's start and steps (the engine's own seconds: its per-call fixed cost "
+                "left out) per unit time and per step, on the meter (warm, min over interleaved repeats of every row "
+                "of the case, thread CPU)." if per_step else
+                "Cost: batch-1 CPU s per unit time on the meter (warm, min over interleaved repeats, thread CPU).")
         lines += [f"## {system}, observed in {rows[0].get('observe') or '?'}, noise {fmt_num(noise)}", "",
                   "Relative error of the observed state against the exact flow from the held-out conditions: per seed "
                   "the median over conditions, then the median over seeds [95 % bootstrap interval over seeds]; 10-90 %: "
                   "the interval over conditions (median over seeds). Fit CPU s: the fit with its validation (fitted "
-                  "rows) or the training (networks), process CPU. Cost: batch-1 CPU s per unit time on the meter "
-                  "(warm, min over interleaved repeats, thread CPU).", ""]
+                  f"rows) or the training (networks), process CPU. {cost}", ""]
         head = ["row", "T", "kind", *[f"t = {t:g}" for t in HORIZONS], f"10-90 % at t = {max(HORIZONS):g}",
-                "fit CPU s", "cost (CPU s / unit time)", "steps", "stopped"]
+                "fit CPU s", "cost (CPU s / unit time)", *(["CPU s / step"] if per_step else []), "steps", "stopped"]
         body = [[e["approach"], e["T"], e["kind"], *[_cell(e, t) for t in HORIZONS],
+                 "-" if e.get("skill") is False else
                  f"{fmt_num(e[f't{max(HORIZONS):g}']['lo'])} - {fmt_num(e[f't{max(HORIZONS):g}']['hi'])}",
-                 fmt_num(e["fit_cpu"]), fmt_num(e["cost"]), fmt_num(e["steps"]), stop_cell(e["stopped"], "-")]
+                 fmt_num(e["fit_cpu"]), fmt_num(e["cost"]), *([fmt_num(e.get("cost_per_step"))] if per_step else []),
+                 fmt_num(e["steps"]), stop_cell(e["stopped"], "-")]
                 for e in rows]
-        lines += md_table(head, body) + [""]
+        notes = [f"- {row_name(e)}: {n}" for e in rows for n in e.get("notes") or ()]
+        lines += md_table(head, body) + [""] + (["Rows without skill (no result):", "", *notes, ""] if notes else [])
     return "\n".join(lines)
 
 
 def _cell(e: dict[str, Any], t: float) -> str:
+    if e.get("skill") is False:
+        return "no skill"
     m, (lo, hi) = e[f"t{t:g}"]["median"], e[f"t{t:g}"]["ci"]
     ok = lo is not None and hi is not None and not (isinstance(lo, float) and math.isnan(lo))
     return fmt_num(m) + (f" [{fmt_num(lo)}, {fmt_num(hi)}]" if ok else "")
