@@ -15,6 +15,7 @@ on it to keep the metrics on the GPU.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, ClassVar
 
 import numpy as np
@@ -317,6 +318,20 @@ def check_periods(declared: Any, dim: int, where: str) -> np.ndarray:
                                     f"number > 0; {fix}")
         out[i] = float(period)
     return out
+
+
+def _check_count(owner: str, n: Any, what: str, low: int, high: int | None = None) -> int:
+    """``N``, the number of ``what``, as an int in [low, high] (an integral float accepted: file attributes), else
+    one line naming ``N``."""
+    try:
+        value = float(n)
+    except (TypeError, ValueError):
+        value = math.nan
+    if isinstance(n, bool) or not math.isfinite(value) or value != int(value) or not low <= value <= (high or math.inf):
+        bound = f">= {low}" if high is None else f"from {low} to {high}"
+        raise VPIntegratorError(f"{owner} parameter 'N' (the number of {what}) must be an int {bound}; got {n!r}",
+                                key="N")
+    return int(value)
 
 
 def _check_positive_finite(owner: str, name: str, value: float) -> float:

@@ -47,29 +47,16 @@ import numpy as np
 
 from ..arrays import array_namespace
 from ..errors import VPIntegratorError
-from .base import System, _check_finite, _check_positive_finite
+from .base import System, _check_count, _check_finite, _check_positive_finite
 from .registry import register_system
 
-__all__ = ["KacZwanzig", "MAX_OSCILLATORS", "check_bath_size", "particle_states", "double_well", "double_well_force",
+__all__ = ["KacZwanzig", "MAX_OSCILLATORS", "particle_states", "double_well", "double_well_force",
            "bath_state_names", "ParticleBath"]
 
 #: the most bath oscillators (or chain sites) a bath system takes
 MAX_OSCILLATORS = 10_000
 #: density below this fraction of its peak is cut off by the coarse bath
 _COARSE_CUT = 1e-16
-
-
-def check_bath_size(owner: str, n: Any, what: str = "bath oscillators") -> int:
-    """``n`` as an int in [1, MAX_OSCILLATORS] (an integral float accepted: file attributes), else one line
-    naming ``N``."""
-    try:
-        value = float(n)
-    except (TypeError, ValueError):
-        value = math.nan
-    if isinstance(n, bool) or not math.isfinite(value) or value != int(value) or not 1 <= value <= MAX_OSCILLATORS:
-        raise VPIntegratorError(f"{owner} parameter 'N' (the number of {what}) must be an int from 1 to "
-                                f"{MAX_OSCILLATORS}; got {n!r}", key="N")
-    return int(value)
 
 
 def double_well(q: Any) -> Any:
@@ -101,7 +88,7 @@ class ParticleBath(System):
     N: int
 
     def _set_size(self, what: str) -> None:
-        n = check_bath_size(type(self).__name__, self.N, what)
+        n = _check_count(type(self).__name__, self.N, what, 1, MAX_OSCILLATORS)
         object.__setattr__(self, "N", n)
         object.__setattr__(self, "dim", 2 * (n + 1))
         object.__setattr__(self, "state_names", bath_state_names(n))

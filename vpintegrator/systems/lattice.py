@@ -30,26 +30,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..errors import VPIntegratorError
-from .base import System
+from .base import System, _check_count
 
-__all__ = ["Lattice", "bump", "check_sites", "MIN_SITES"]
+__all__ = ["Lattice", "bump", "MIN_SITES"]
 
 #: fewest sites a lattice takes (a periodic ring of 2 has its two bonds between the same pair)
 MIN_SITES = 3
-
-
-def check_sites(owner: str, n: Any) -> int:
-    """``n`` as the number of lattice sites (an int >= 3, an integral float accepted: file attributes), else a
-    one-line error naming ``N``."""
-    try:
-        value = float(n)
-    except (TypeError, ValueError):
-        value = math.nan
-    if isinstance(n, bool) or not math.isfinite(value) or value != int(value) or value < MIN_SITES:
-        raise VPIntegratorError(f"{owner} parameter 'N' (the number of lattice sites) must be an int >= "
-                                f"{MIN_SITES}; got {n!r}", key="N")
-    return int(value)
 
 
 class Lattice(System):
@@ -74,7 +60,7 @@ class Lattice(System):
 
     def _set_sites(self) -> None:
         """Check ``N`` and set this instance's ``dim = 2 N`` (called first by the subclass's __post_init__)."""
-        n = check_sites(type(self).__name__, self.N)
+        n = _check_count(type(self).__name__, self.N, "lattice sites", MIN_SITES)
         object.__setattr__(self, "N", n)
         object.__setattr__(self, "dim", 2 * n)
 
