@@ -124,3 +124,26 @@ def test_rollout_vpt_in_lyapunov_times(tmp_path):
     assert list(row).index("vpt_lyapunov") == list(row).index("vpt") + 1
     assert row["vpt_lyapunov"] == pytest.approx(row["vpt"] * lam, rel=1e-3)  # t0 = 0; λ printed to 4 digits
     assert note in report.markdown.read_text()
+
+
+@pytest.mark.parametrize("name, chaotic", [("rigid_body", False), ("abc_flow", True)])
+def test_rollout_gives_lyapunov_times_where_the_flow_is_chaotic(tmp_path, name, chaotic):
+    """lyapunov unset (the default): the ABC flow's separation grows exponentially, so its table has vpt_lyapunov;
+    the rigid body's grows like t (a regular motion: Benettin's finite-time estimate is positive there too), so
+    its table has none and a line says why."""
+    from vpintegrator.data import integrate
+    from vpintegrator.data.trajectory_files import write_trajectories
+    from vpintegrator.rollout import run_rollouts
+    from vpintegrator.rollout.config import RolloutConfig
+
+    y0 = {"rigid_body": np.array([[1.0, 0.2, -0.3], [0.1, 1.0, 0.4], [-0.5, 0.3, 1.0]]),
+          "abc_flow": np.random.default_rng(1).uniform(0.0, 2 * np.pi, (8, 3))}[name]
+    data = write_trajectories(tmp_path / "d.h5", integrate(get_system(name), y0, 0.1, 50, method="rk4"))
+    report = run_rollouts(RolloutConfig(data=str(data), out=str(tmp_path / "r.h5"), integrators=["euler"],
+                                        reference="data"))
+    note = next(n for n in report.notes if n.startswith("lyapunov: largest exponent"))
+    assert ("vpt_lyapunov" in report.rows[0]) is chaotic
+    assert ("not exponentially: a regular motion" in note) is not chaotic
+    off = run_rollouts(RolloutConfig(data=str(data), out=str(tmp_path / "o.h5"), integrators=["euler"],
+                                     reference="data", lyapunov=False))
+    assert "vpt_lyapunov" not in off.rows[0] and not any(n.startswith("lyapunov") for n in off.notes)

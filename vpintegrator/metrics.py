@@ -178,13 +178,15 @@ def offset_note(mean: np.ndarray, std: np.ndarray, what: str = "the data") -> st
 
 
 def lyapunov_max(advance: Callable[[np.ndarray, int], np.ndarray], y0: np.ndarray, dt: float, n_steps: int,
-                 every: int = 10, d0: float = 1e-8) -> np.ndarray:
+                 every: int = 10, d0: float = 1e-8, late: bool = False) -> Any:
     """Benettin's estimate of the largest Lyapunov exponent from each initial state (two trajectories).
 
     A companion starts ``d0 · max(‖y‖, 1)`` away along a random direction (seed 0); both are advanced ``every``
     steps at a time, the log of the separation's growth is summed and the companion brought back to
     ``d0 · max(‖y‖, 1)`` along the separation; the sum over ``n_steps · dt`` is the estimate (NaN where a state
-    is not finite).
+    is not finite). With ``late``, also the growth (nats) summed over the second half of the steps alone: an
+    exponential separation grows there by λ·t/2, a linear one (a regular, integrable motion, whose finite-time
+    estimate log(1 + c t)/t is positive too) by at most log 2.
 
     Parameters
     ----------
@@ -197,25 +199,28 @@ def lyapunov_max(advance: Callable[[np.ndarray, int], np.ndarray], y0: np.ndarra
     Returns
     -------
     ndarray, shape (n,)
-        Per unit time.
+        Per unit time; with ``late``, the pair (that, the second half's growth in nats, shape (n,)).
     """
     y = np.array(y0, dtype=np.float64)
     n = y.shape[0]
     u = np.random.default_rng(0).normal(size=y.shape)
     start = d0 * np.maximum(np.linalg.norm(y, axis=1), 1.0)  # (n,): the separation at a block's start
     z = y + (start / np.linalg.norm(u, axis=1))[:, None] * u
-    total, done = np.zeros(n), 0
+    total, second, done = np.zeros(n), np.zeros(n), 0
     with np.errstate(all="ignore"):
         while done < n_steps:
             k = min(every, n_steps - done)
             both = np.asarray(advance(np.concatenate([y, z]), k), dtype=np.float64)
             y, z = both[:n], both[n:]
             d = np.linalg.norm(z - y, axis=1)
-            total += np.log(d / start)
+            grew = np.log(d / start)
+            total += grew
+            if 2 * done >= n_steps:
+                second += grew
             start = d0 * np.maximum(np.linalg.norm(y, axis=1), 1.0)
             z = y + (start / d)[:, None] * (z - y)
             done += k
-    return total / (n_steps * dt)
+    return (total / (n_steps * dt), second) if late else total / (n_steps * dt)
 
 
 def relative_drift(values: np.ndarray, initial: np.ndarray | None = None, period: int | None = None) -> np.ndarray:

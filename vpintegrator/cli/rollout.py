@@ -259,7 +259,7 @@ def _legend(rows) -> str:
         lines.append("mean_nrmse: the NRMSE against each component's spread over the training data, averaged over the "
                      "predicted steps; vpt: the first time it exceeds --vpt-threshold; vs_identity: mean_nrmse over "
                      "that of the identity map (holding the last given state), >= 1 is no better than doing nothing"
-                     + ("; vpt_lyapunov: vpt in Lyapunov times (--lyapunov)." if "vpt_lyapunov" in rows[0] else "."))
+                     + ("; vpt_lyapunov: vpt in Lyapunov times." if "vpt_lyapunov" in rows[0] else "."))
     if any(r.get("split") == "unknown" for r in rows):
         lines.append("split unknown: no model of this run records a training split of this file (integrators "
                      "alone, or models trained on other data), so these trajectories are neither training nor "

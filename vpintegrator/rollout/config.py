@@ -208,11 +208,14 @@ class RolloutConfig(Config):
     vpt_threshold : float
         The NRMSE (against each component's spread over the training data, ``vpintegrator.metrics.nrmse``) above
         which a prediction stops being valid: the table's ``vpt`` (valid-prediction horizon). Default 0.4, dysts'.
-    lyapunov : bool
+    lyapunov : bool or None
         Estimate the largest Lyapunov exponent λ (``vpintegrator.metrics.lyapunov_max``: Benettin, on the data's
         generator, from up to 8 of the rolled-out initial conditions over the horizon, at least 1000 steps) and
         give the table's ``vpt_lyapunov``, ``(vpt − t0) · λ``: the horizon in Lyapunov times (a system with
         equations, not parametric or observed; a line gives λ with its spread over the initial conditions).
+        Unset (None, the default): estimated wherever the equations are known, and the column given where the
+        separation grows exponentially (by more than ``CHAOS_NATS`` over the estimate's second half: a regular
+        motion's separation grows like t, at most log 2 there); a line says which. False: no estimate.
     volume : bool or None
         Compute ``log|det J|`` of every step/window map (an extra Jacobian per step). Unset (None), it is on
         up to ``vpintegrator.rollout.plan.VOLUME_MAX_DIM`` (64) state dimensions and off above, where the
@@ -288,8 +291,8 @@ class RolloutConfig(Config):
                         help="Failure when |z| > BLOWUP x |z0|.")
     vpt_threshold: float = key(VPT_THRESHOLD, type=float, low=0, open_low=True, expected="a number > 0",
                                help="NRMSE above which a prediction stops being valid (the table's vpt).")
-    lyapunov: bool = key(False, type=bool,
-                         help="Estimate the largest Lyapunov exponent (Benettin) and give vpt in Lyapunov times.")
+    lyapunov: bool | None = key(None, type=bool, optional=True, show_default="where the flow separates exponentially",
+                                help="Estimate the largest Lyapunov exponent (Benettin) and give vpt in Lyapunov times.")
     volume: bool | None = key(None, type=bool, optional=True, show_default="on up to dim 64",
                               help="Compute log|det J| of every step/window map.")
     fast_step: str = key("auto", choices=FAST_STEPS, check=check_fast_step, flag="")

@@ -213,7 +213,7 @@ class RolloutPlan:
     reference_desc: str = ""
     reference_attrs: Mapping[str, str | float] = field(default_factory=dict)
     vpt_threshold: float = VPT_THRESHOLD
-    lyapunov: bool = False
+    lyapunov: bool | None = None
     spread: np.ndarray | None = None
     period: np.ndarray | None = None
     table_notes: tuple[str, ...] = ()
@@ -388,7 +388,7 @@ def build_plan(config: RolloutConfig, inputs: Sequence[Any] = (), overwrite: boo
                            engine=str(config.engine), context_len=int(config.context_len),
                            context_noise=float(config.context_noise)),
         init=str(config.init), blowup=float(config.blowup), chunk_steps=int(config.chunk_steps), volume=volume,
-        vpt_threshold=float(config.vpt_threshold), lyapunov=bool(config.lyapunov),
+        vpt_threshold=float(config.vpt_threshold), lyapunov=config.lyapunov,
         blocks=Blocks(n_whole=n_whole, attrs=attrs, workers=config.workers,
                       index=Path(config.out) if shard is not None and write_index else None),
         volume_note=volume_note, notes=tuple(lines), warnings=tuple(warnings))

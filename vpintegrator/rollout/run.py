@@ -321,7 +321,7 @@ def _write_rollouts(plan: RolloutPlan, say: Say, held: list[Any], outs: list[Pat
                 failures[label] = failure
                 say(failure.line())
         _refuse_if_nothing_made(plan, failures)
-        lyapunov, line = _lyapunov(plan, reference_gen, yref) if plan.lyapunov else (None, "")
+        lyapunov, line = _lyapunov(plan, reference_gen, yref) if plan.lyapunov is not False else (None, "")
         if lyapunov is not None:  # the horizon in Lyapunov times, beside vpt
             rows = [_after(r, "vpt", {"vpt_lyapunov": (r["vpt"] - plan.t0) * lyapunov}) for r in rows]
         writer.finish(rows)
@@ -348,28 +348,43 @@ def _after(row: dict, key: str, new: dict) -> dict:
 
 
 #: the Lyapunov estimate's initial conditions (the first rolled out) and its least number of steps
-LYAPUNOV_CONDITIONS, LYAPUNOV_MIN_STEPS = 8, 1000
+LYAPUNOV_CONDITIONS, LYAPUNOV_MIN_STEPS = 8, 4000
+#: ``lyapunov`` unset: the column is given where the separation grows by more than this (nats, mean over the
+#: initial conditions) over the estimate's second half; a regular motion's grows like t there, by at most log 2
+CHAOS_NATS = 2.0
 
 
 def _lyapunov(plan: RolloutPlan, generator: Any, yref: Any) -> tuple[float | None, str]:
-    """``lyapunov = true``: the largest Lyapunov exponent by Benettin (``vpintegrator.metrics.lyapunov_max``) on
-    the data's generator from the first ``LYAPUNOV_CONDITIONS`` reference states, over the horizon (at least
-    ``LYAPUNOV_MIN_STEPS`` steps): (its mean over them or None, the line that gives it with its spread or why not)."""
+    """The largest Lyapunov exponent by Benettin (``vpintegrator.metrics.lyapunov_max``) on the data's generator
+    from the first ``LYAPUNOV_CONDITIONS`` reference states, over the horizon (at least ``LYAPUNOV_MIN_STEPS``
+    steps): (its mean over them, or None where it gives no Lyapunov time, and the line that gives it with its
+    spread or says why not). ``lyapunov = true`` gives any positive estimate; unset (``None``), only one whose
+    separation grew exponentially (``CHAOS_NATS``), and says nothing on a system without equations."""
     from ..metrics import lyapunov_max
     from ..systems.family import SystemFamily
     from .engine import rollout
 
     if generator is None or plan.observation is not None or isinstance(plan.system, SystemFamily):
-        return None, "lyapunov: no estimate on a system without equations, a parametric or an observed run"
+        return None, ("" if plan.lyapunov is None else
+                      "lyapunov: no estimate on a system without equations, a parametric or an observed run")
     y0 = np.asarray(yref[: min(LYAPUNOV_CONDITIONS, plan.n_traj), 0], dtype=np.float64)
     n_steps = max(plan.n_steps, LYAPUNOV_MIN_STEPS)
-    lam = lyapunov_max(lambda y, k: rollout(generator, y, plan.dt, k).y[:, -1], y0, plan.dt, n_steps)
+    try:
+        lam, late = lyapunov_max(lambda y, k: rollout(generator, y, plan.dt, k).y[:, -1], y0, plan.dt, n_steps,
+                                 late=True)
+    except VPIntegratorError:  # a state went non-finite: the next block refuses to start from it
+        lam = late = np.full(y0.shape[0], np.nan)
     if not np.isfinite(lam).all():
         return None, "lyapunov: no estimate, the generator failed from an initial condition"
-    mean = float(np.mean(lam))
-    return mean, (f"lyapunov: largest exponent {mean:.4g} ± {float(np.std(lam)):.2g} per unit time (Benettin on "
-                  f"{generator.name}, {y0.shape[0]} initial conditions over t = {n_steps * plan.dt:g}): vpt_lyapunov "
-                  f"= (vpt − t0) × {mean:.4g}" + ("; not above 0: no Lyapunov time here" if mean <= 0 else ""))
+    mean, grew = float(np.mean(lam)), float(np.mean(late))
+    said = (f"lyapunov: largest exponent {mean:.4g} ± {float(np.std(lam)):.2g} per unit time (Benettin on "
+            f"{generator.name}, {y0.shape[0]} initial conditions over t = {n_steps * plan.dt:g}")
+    if mean <= 0:
+        return None, said + "): not above 0: no Lyapunov time here"
+    if plan.lyapunov is None and grew <= CHAOS_NATS:
+        return None, (said + f"; the separation grew {grew:.2g} nats over its second half, not exponentially: a "
+                      "regular motion, no Lyapunov time; --lyapunov gives vpt_lyapunov anyway)")
+    return mean, said + f"): vpt_lyapunov = (vpt − t0) × {mean:.4g}"
 
 
 def _refuse_if_nothing_made(plan: RolloutPlan, failures: dict[str, Failure]) -> None:
