@@ -2,6 +2,7 @@
 """How ModelStep runs a model, timed against the TorchScript trace it used to run, in the same run.
 
     OMP_NUM_THREADS=1 python scripts/bench_model_runners.py [--batches 1,16,128,1024] [--rounds 3] [--calls 3000] [--compile]
+        [--models a,b] [--window-models gru,lru,delay_mlp] [--steps 3000]
 
 For every shipped model (float64, CPU, one torch thread) and batch size, the thread CPU time per step of
 ``ModelStep.generate`` by each runner, in interleaved rounds (best of ``--rounds``; the machines are shared):
@@ -16,6 +17,13 @@ For every shipped model (float64, CPU, one torch thread) and batch size, the thr
 
 Ratios are the trace's time over each runner's (above 1: faster than the old runner). Also the largest
 difference of each runner's states from eager's after the timed steps.
+
+Then the one-step window models (``--window-models``; ``gru``, ``lru``, ``delay_mlp`` of the memory study's
+defaults, dim 2, random weights) at batch 1, the thread CPU µs per step of ``ModelStep.generate`` by torch eager
+and by the compiled runner, interleaved, best of ``--rounds``, and the ratio eager / compiled. For the GRU also
+a lean loop of the same weights written here as a user would (``lean_gru``: one numba function, the GRU and the
+readout by hand, the window shifted in place), timed in the same rounds: compiled / lean is what the package's
+runner costs over the arithmetic (the compiled runner's kernel alone, ``CompiledModel.run_rows``, beside it).
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import numpy as np
 import torch
 
 import vpintegrator as vp
-from vpintegrator.rollout import MODEL_MAX_BATCH, ModelStep
+from vpintegrator.rollout import MODEL_MAX_BATCH, ModelStep, rollout
 
 MODELS = ("rigid_body_vpt", "rigid_body_vpff", "rigid_body_st", "rigid_body_lpnet",
           "coupled_oscillator_g_sympnet", "coupled_oscillator_symplectic_transformer")
@@ -69,12 +77,125 @@ def restart(sm: ModelStep, x: np.ndarray, fn) -> None:
         sm._fn = fn
 
 
+def lean_gru(model):
+    """A user's numba loop of ``model`` (a one-layer GRUWindow, readout of one tanh layer, increment "first"):
+    ``run(window (T, dim), n_steps, out (n_steps, dim))`` advances ``window`` in place."""
+    from numba import njit
+
+    (gru,) = model.grus
+    arrays = [p.detach().double().numpy().copy() for p in (gru.input.weight, gru.input.bias, gru.hidden.weight,
+                                                          gru.hidden.bias, model.readout.hidden[0].weight,
+                                                          model.readout.hidden[0].bias, model.readout.out.weight,
+                                                          model.readout.out.bias)]
+
+    @njit(cache=False, nogil=True, fastmath=False)
+    def _run(x, n_steps, out, Wi, bi, Wh, bh, W1, b1, Wo, bo):
+        T, D = x.shape
+        w = Wh.shape[1]
+        h = np.zeros(w)
+        gi = np.empty(3 * w)
+        gh = np.empty(3 * w)
+        a = np.empty(W1.shape[0])
+        for k in range(n_steps):
+            for t in range(T):
+                for i in range(3 * w):
+                    acc = bi[i]
+                    for j in range(D):
+                        acc += Wi[i, j] * x[t, j]
+                    gi[i] = acc
+                    acc = bh[i]
+                    if t > 0:
+                        for j in range(w):
+                            acc += Wh[i, j] * h[j]
+                    gh[i] = acc
+                for i in range(w):
+                    r = 1.0 / (1.0 + np.exp(-(gi[i] + gh[i])))
+                    z = 1.0 / (1.0 + np.exp(-(gi[w + i] + gh[w + i])))
+                    n = np.tanh(gi[2 * w + i] + r * gh[2 * w + i])
+                    h[i] = n + z * ((h[i] if t > 0 else 0.0) - n)
+            for i in range(a.size):
+                acc = b1[i]
+                for j in range(w):
+                    acc += W1[i, j] * h[j]
+                a[i] = np.tanh(acc)
+            for c in range(D):
+                acc = bo[c]
+                for j in range(a.size):
+                    acc += Wo[c, j] * a[j]
+                out[k, c] = x[T - 1, c] + acc
+            for t in range(T - 1):
+                for c in range(D):
+                    x[t, c] = x[t + 1, c]
+            for c in range(D):
+                x[T - 1, c] = out[k, c]
+
+    return lambda x, n_steps, out: _run(x, n_steps, out, *arrays)
+
+
+def window_models(names: list[str], rounds: int, steps: int) -> None:
+    """The window models at batch 1: eager / compiled, and for the GRU compiled / lean (module docstring)."""
+    print(f"\none-step window models at batch 1, dim 2, thread CPU µs per step, best of {rounds} interleaved rounds "
+          f"({steps} steps a round, eager {max(20, steps // 20)})")
+    for name in names:
+        torch.manual_seed(0)
+        model = vp.build_model(name, dim=2).double().eval()
+        with torch.no_grad():  # the zero-initialised output layer made random: the whole network is computed
+            (model.out if name == "delay_mlp" else model.readout.out).weight.normal_(0.0, 0.01)
+        x = np.random.default_rng(0).normal(size=(1, model.seq_len, 2)) * 0.3
+        eager, compiled = ModelStep(model, device="cpu", scalar_max_batch=0), ModelStep(model, device="cpu")
+        eager.start(x, None)
+        compiled.start(x, None)
+        if compiled.describe()["runner"] != "numba":
+            print(f"{name:10s} runs in torch (runner {compiled.describe()['runner']}): no compiled form")
+            continue
+        packed = compiled._compiled
+        timed = {"eager": lambda n: eager.generate(n), "compiled": lambda n: compiled.generate(n)}
+        kernel_out, kernel_ctx = np.empty((1, steps, 2)), np.ascontiguousarray(x.copy())
+        timed["kernel"] = lambda n: packed.run_rows(kernel_ctx, n, False, kernel_out)
+        lean = None
+        if name == "gru" and len(model.grus) == 1 and len(model.readout.hidden) == 1 and model.increment == "first":
+            lean = lean_gru(model)
+            lean_x, lean_out = x[0].copy(), np.empty((steps, 2))
+            timed["lean"] = lambda n: lean(lean_x, n, lean_out)
+        for fn in timed.values():  # compile / warm
+            fn(20)
+        best = {k: float("inf") for k in timed}
+        for _ in range(rounds):
+            for k, fn in timed.items():
+                n = max(20, steps // 20) if k == "eager" else steps
+                eager.start(x, None)
+                compiled.start(x, None)
+                kernel_ctx[:] = x
+                if lean is not None:
+                    lean_x[:] = x[0]
+                tic = time.thread_time()
+                fn(n)
+                best[k] = min(best[k], (time.thread_time() - tic) / n)
+        want = rollout(eager, x, 0.1, 300).y  # the same 300 steps by each
+        diffs = {"compiled": float(np.abs(rollout(compiled, x, 0.1, 300).y - want).max())}
+        if lean is not None:
+            lean_x[:] = x[0]
+            lean(lean_x, 300 - model.seq_len + 1, lean_out)
+            diffs["lean"] = float(np.abs(lean_out[: 301 - model.seq_len] - want[0, model.seq_len :]).max())
+        cells = "  ".join(f"{k} {sec * 1e6:8.2f}" for k, sec in best.items())
+        ratios = f"eager/compiled {best['eager'] / best['compiled']:6.1f}x"
+        if lean is not None:
+            ratios += (f"  compiled/lean {best['compiled'] / best['lean']:5.2f}x"
+                       f"  kernel/lean {best['kernel'] / best['lean']:5.2f}x")
+        print(f"{name:10s} {cells}  {ratios}  (300 steps vs eager: "
+              + ", ".join(f"{k} Δ {d:.0e}" for k, d in diffs.items()) + ")", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", default=f"1,16,{MODEL_MAX_BATCH},1024",
                         type=lambda s: [int(v) for v in s.split(",")])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--models", default=",".join(MODELS), type=lambda s: s.split(","))
+    parser.add_argument("--models", default=",".join(MODELS), type=lambda s: [v for v in s.split(",") if v],
+                        help="shipped models ('' for none)")
+    parser.add_argument("--window-models", default="gru,lru,delay_mlp",
+                        type=lambda s: [v for v in s.split(",") if v], help="one-step window models ('' for none)")
+    parser.add_argument("--steps", type=int, default=3000, help="steps per timed round of the window models")
     parser.add_argument("--calls", type=int, default=3000, help="trajectory-calls per timed round")
     parser.add_argument("--compile", action="store_true", help="time torch.compile too (seconds to build each)")
     args = parser.parse_args()
@@ -106,6 +227,7 @@ def main() -> None:
                 diff = float(np.nanmax(np.abs(states[k] - states["eager"])))
                 cells.append(f"{k} {sec * 1e6:8.1f} ({ratio:5.2f}x, Δ {diff:.0e}{extra})")
             print(f"{name:42s} batch {batch:5d}: " + "  ".join(cells), flush=True)
+    window_models(args.window_models, args.rounds, args.steps)
 
 
 if __name__ == "__main__":

@@ -20,12 +20,18 @@ except ImportError:  # pragma: no cover - exercised only where numba is missing
     AVAILABLE = False
 
 __all__ = ["AVAILABLE", "OP_WIDTH", "OP_RESIDUAL", "OP_VP_ATTENTION", "OP_MH_ATTENTION", "OP_LP_LAYER",
-           "OP_LP_COUPLING", "OP_SYMP_LINEAR", "OP_SYMP_ACTIVATION", "OP_SYMP_GRADIENT", "OP_SYMP_ATTENTION"]
+           "OP_LP_COUPLING", "OP_SYMP_LINEAR", "OP_SYMP_ACTIVATION", "OP_SYMP_GRADIENT", "OP_SYMP_ATTENTION",
+           "OP_FEATURES", "OP_DENSE", "OP_GRU", "OP_LRU", "OP_INCREMENT", "ADD"]
 
 OP_RESIDUAL, OP_VP_ATTENTION, OP_MH_ATTENTION, OP_LP_LAYER, OP_LP_COUPLING = 0, 1, 2, 3, 4
 #: the symplectic shears (SympNet layers and symplectic attention): q ← q + f(p) or p ← p + f(q)
 OP_SYMP_LINEAR, OP_SYMP_ACTIVATION, OP_SYMP_GRADIENT, OP_SYMP_ATTENTION = 5, 6, 7, 8
+#: the window models' feature ops (recurrent and delay-vector networks, pred_window 1): they compute on a flat
+#: feature vector and leave the next state in the window's first row
+OP_FEATURES, OP_DENSE, OP_GRU, OP_LRU, OP_INCREMENT = 9, 10, 11, 12, 13
 OP_WIDTH = 8
+#: added to OP_DENSE's activation code: add the layer's output into its destination instead of writing it
+ADD = 4
 #: activation name -> code in the kernel
 ACTIVATIONS = {"identity": 0, "tanh": 1, "sigmoid": 2, "silu": 3}
 #: OP_RESIDUAL matrix kinds: dense, strictly lower, strictly upper (the zero triangle is skipped)
@@ -92,6 +98,11 @@ def _rollout_rows(ctx, n_calls, adv, params, ops, out):
     qkv = np.empty((T, 3 * D))
     sc = np.empty(T)
     root_d = math.sqrt(D)
+    n_feat = 0  # the feature vector of OP_FEATURES programs (its size is the op's field 1)
+    for k in range(n_ops):
+        if ops[k, 0] == 9 and ops[k, 1] > n_feat:
+            n_feat = ops[k, 1]
+    fv = np.empty(n_feat)
     for r in range(R):
         for t in range(T):
             for c in range(D):
@@ -259,6 +270,140 @@ def _rollout_rows(ctx, n_calls, adv, params, ops, out):
                         for i in range(T):
                             for c in range(D):
                                 x[i, c] = y[i, c]
+                elif code >= 9:
+                    # ---- the window models: ops on the feature vector fv (offsets in fv are fields), the
+                    # weights row-major in params; only OP_INCREMENT writes the window (its first row). Weights
+                    # and features are read through views (slices): indices from loop counters let LLVM drop
+                    # the negative-index checks of params[offset + j] (a GRU step 1.6x cheaper, measured)
+                    if code == 9:
+                        # ---- OP_FEATURES: fv[dst : dst + T·D] = the window, row after row
+                        dst = ops[k, 2]
+                        for t in range(T):
+                            for c in range(D):
+                                fv[dst + t * D + c] = x[t, c]
+                    elif code == 10:
+                        # ---- OP_DENSE: fv[dst:dst+m] = σ(W fv[src:src+n] + b), W (m, n); act ≥ ADD: += instead
+                        n_in = ops[k, 3]
+                        n_out = ops[k, 4]
+                        w_off = ops[k, 5]
+                        b_off = ops[k, 6]
+                        act = ops[k, 7]
+                        f_in = fv[ops[k, 1] : ops[k, 1] + n_in]
+                        f_out = fv[ops[k, 2] : ops[k, 2] + n_out]
+                        f_w = params[w_off : w_off + n_out * n_in].reshape((n_out, n_in))
+                        f_b = params[max(b_off, 0) : max(b_off, 0) + n_out]
+                        for i in range(n_out):
+                            acc = 0.0
+                            for j in range(n_in):
+                                acc += f_w[i, j] * f_in[j]
+                            if b_off >= 0:
+                                acc += f_b[i]
+                            if act >= 4:
+                                f_out[i] = f_out[i] + _sigma(acc, act - 4)
+                            else:
+                                f_out[i] = _sigma(acc, act)
+                    elif code == 11:
+                        # ---- OP_GRU: one GRU layer over the T inputs u_t = fv[src + t·n_in :] from h = 0, every
+                        # h_t to fv[dst + t·w :]; params: W_i (3w, n_in), b_i, W_h (3w, w), b_h (rows r, z, n);
+                        # gates g_i, g_h in fv[g_off : g_off + 6w]; torch.nn.GRU's equations
+                        src = ops[k, 1]
+                        dst = ops[k, 2]
+                        n_in = ops[k, 3]
+                        w = ops[k, 4]
+                        wi = ops[k, 5]
+                        bi = wi + 3 * w * n_in
+                        wh = bi + 3 * w
+                        bh = wh + 3 * w * w
+                        f_w = params[wi:bi].reshape((3 * w, n_in))
+                        f_b = params[bi:wh]
+                        f_wh = params[wh:bh].reshape((3 * w, w))
+                        f_bh = params[bh : bh + 3 * w]
+                        f_g = fv[ops[k, 6] : ops[k, 6] + 6 * w]
+                        for t in range(T):
+                            f_in = fv[src + t * n_in : src + (t + 1) * n_in]
+                            f_h = fv[dst + max(t - 1, 0) * w : dst + max(t, 1) * w]  # h_{t−1} (t > 0)
+                            f_out = fv[dst + t * w : dst + (t + 1) * w]
+                            for i in range(3 * w):
+                                acc = 0.0
+                                for j in range(n_in):
+                                    acc += f_w[i, j] * f_in[j]
+                                f_g[i] = acc + f_b[i]
+                                acc = 0.0
+                                if t > 0:
+                                    for j in range(w):
+                                        acc += f_wh[i, j] * f_h[j]
+                                f_g[3 * w + i] = acc + f_bh[i]
+                            for i in range(w):
+                                rg = _sigma(f_g[i] + f_g[3 * w + i], 2)
+                                zg = _sigma(f_g[w + i] + f_g[4 * w + i], 2)
+                                ng = _sigma(f_g[2 * w + i] + rg * f_g[5 * w + i], 1)
+                                if t == 0:
+                                    f_out[i] = ng - zg * ng
+                                else:
+                                    f_out[i] = ng + zg * (f_h[i] - ng)
+                    elif code == 12:
+                        # ---- OP_LRU: y_t = σ(Re(C h_t) + D ⊙ u_t), h_t = Σ_{s≤t} K_{t−s} ⊙ (B u_s), K_j = γ λ^j,
+                        # on the inputs u_t = fv[src + t·H :] (H features, N complex states); every y_t to
+                        # fv[dst + t·H :], or (ops[k, 6] != 0) only the last to fv[dst :]; params: K_re, K_im
+                        # (T, N), B_re, B_im (N, H), C_re, C_im (H, N), D (H); B u (re, im: (T, N) each),
+                        # then h_t (re, im: N each), in fv after the outputs
+                        src = ops[k, 1]
+                        dst = ops[k, 2]
+                        H = ops[k, 3]
+                        N = ops[k, 4]
+                        p_off = ops[k, 5]
+                        last = ops[k, 6] != 0
+                        act = ops[k, 7]
+                        f_kr = params[p_off : p_off + T * N].reshape((T, N))
+                        f_ki = params[p_off + T * N : p_off + 2 * T * N].reshape((T, N))
+                        bre = p_off + 2 * T * N
+                        f_br = params[bre : bre + N * H].reshape((N, H))
+                        f_bi = params[bre + N * H : bre + 2 * N * H].reshape((N, H))
+                        f_cr = params[bre + 2 * N * H : bre + 3 * N * H].reshape((H, N))
+                        f_ci = params[bre + 3 * N * H : bre + 4 * N * H].reshape((H, N))
+                        f_d = params[bre + 4 * N * H : bre + 4 * N * H + H]
+                        f_u = fv[src : src + T * H].reshape((T, H))
+                        v_off = dst + (H if last else T * H)
+                        f_vr = fv[v_off : v_off + T * N].reshape((T, N))
+                        f_vi = fv[v_off + T * N : v_off + 2 * T * N].reshape((T, N))
+                        f_hr = fv[v_off + 2 * T * N : v_off + 2 * T * N + N]
+                        f_hi = fv[v_off + 2 * T * N + N : v_off + 2 * T * N + 2 * N]
+                        for t in range(T):
+                            for n in range(N):
+                                acc = 0.0
+                                acc2 = 0.0
+                                for j in range(H):
+                                    acc += f_br[n, j] * f_u[t, j]
+                                    acc2 += f_bi[n, j] * f_u[t, j]
+                                f_vr[t, n] = acc
+                                f_vi[t, n] = acc2
+                        for t in range(T - 1 if last else 0, T):
+                            o = dst if last else dst + t * H
+                            f_out = fv[o : o + H]
+                            for n in range(N):
+                                hre = 0.0
+                                him = 0.0
+                                for q in range(t + 1):
+                                    hre += f_kr[t - q, n] * f_vr[q, n] - f_ki[t - q, n] * f_vi[q, n]
+                                    him += f_kr[t - q, n] * f_vi[q, n] + f_ki[t - q, n] * f_vr[q, n]
+                                f_hr[n] = hre
+                                f_hi[n] = him
+                            for i in range(H):
+                                acc = 0.0
+                                acc2 = 0.0
+                                for n in range(N):
+                                    acc += f_cr[i, n] * f_hr[n]
+                                    acc2 += f_ci[i, n] * f_hi[n]
+                                f_out[i] = _sigma(acc - acc2 + f_d[i] * f_u[t, i], act)
+                    else:
+                        # ---- OP_INCREMENT: the next state x_T = base + fv[src : src + D] into the window's
+                        # first row; base = x_{T−1} (ops[k, 2] = 0) or 2 x_{T−1} − x_{T−2}
+                        src = ops[k, 1]
+                        for c in range(D):
+                            if ops[k, 2] != 0:
+                                x[0, c] = (2.0 * x[T - 1, c] - x[T - 2, c]) + fv[src + c]
+                            else:
+                                x[0, c] = x[T - 1, c] + fv[src + c]
                 elif code >= 5:
                     # ---- the symplectic shears on z = (q, p), n = D/2: the target half (q when ops[k, 1] != 0,
                     # else p) gains f(source half); source and target are disjoint, so f is read while adding

@@ -1,6 +1,7 @@
 """The paper architectures (VPFF, VPT, standard transformer; the VPFF/VPT plain or symmetric), the Lie–Poisson
-networks (``lpnet``, ``lp_transformer``, plain or symmetric) and the symplectic ones (LA-SympNet, G-SympNet,
-symplectic transformer) as one numba kernel with the weights as arrays.
+networks (``lpnet``, ``lp_transformer``, plain or symmetric), the symplectic ones (LA-SympNet, G-SympNet,
+symplectic transformer) and the one-step window models (``gru``, ``lru``, ``delay_mlp``) as one numba kernel
+with the weights as arrays.
 
 At batch 1 a forward pass of the paper models is a few hundred flops on a (seq 3, dim 3) window: torch's
 per-operation overhead (≈ 5 µs per op) is the whole cost. Here a model is *packed* into
@@ -15,11 +16,12 @@ and run by a single ``@njit(cache=True)`` interpreter, ``vpintegrator.rollout.nu
 (in ``vpintegrator.rollout.numba_kernel``; this module packs and calls it), that iterates the model for
 many calls without returning to Python (one function body: numba increfs every array handed to a helper,
 which cost a third of the time at ~1 µs per call). Because the weights and the layer layout are arguments, not
-constants, the one compiled kernel serves every weight set and every configuration of the eight
+constants, the one compiled kernel serves every weight set and every configuration of the eleven
 architectures (any dim, seq_len, n_blocks, n_linear, L, heads, activations, skew or arbitrary
 attention, both multi-head forms, ``symmetric`` of the VPFF/VPT; any n_layers, width, L, seq_len and
 ``symmetric`` of the Lie–Poisson networks; any depth, nhidden, n_layers, upscaling, L, n_sympnet,
-activations, ``init_upper*``, symmetric or arbitrary A and either softmax of the symplectic ones), and
+activations, ``init_upper*``, symmetric or arbitrary A and either softmax of the symplectic ones; any
+seq_len, width, state, layers, depth, activation and increment of the window models), and
 numba's on-disk cache (``cache=True``) keeps it across processes: a new model never compiles
 anything.
 
@@ -63,6 +65,33 @@ Layers (one op each; z a state, a row of the window X (seq, dim)):
     over all T² entries (GML ``MatrixSoftmax``) or over each column (``VectorSoftmax``), max subtracted;
     Xq ← Xq + 2 σᵀ Xp A (symmetric A) or σ Xp Aᵀ + σᵀ Xp A (arbitrary A); the P layer with q and p swapped.
 
+The one-step window models (``pred_window = 1``: [`GRUWindow`][vpintegrator.models.GRUWindow],
+[`LRUWindow`][vpintegrator.models.LRUWindow], [`DelayMLP`][vpintegrator.models.DelayMLP], so also ``delay_mlp2``,
+its ``increment = "second"``) compute on a flat *feature vector* (its slots reserved by ``Packer.features``) and
+leave the next state in the window's first row, which the kernel's overlapping-window path (advance 1) keeps:
+
+``OP_FEATURES``
+    The window, row after row, into the feature vector (first op; field 1 is the vector's length).
+``OP_DENSE``
+    An ``nn.Linear`` and σ on features, h ↦ σ(W h + b), written to new features or (σ code + ``ADD``) added
+    into existing ones (the LRU blocks' skip connection u ← u + W σ(y) + b).
+``OP_GRU``
+    One GRU layer (``vpintegrator.nn.recurrent.GRULayer``, ``torch.nn.GRU``'s equations) over the T
+    positions from h = 0, every hidden state kept (the next layer's inputs).
+``OP_LRU``
+    One LRU layer (``vpintegrator.nn.recurrent.LRULayer``) and σ of its outputs: h_t = Σ_{s≤t} γ λ^{t−s} B u_s
+    with the powers γ λ^j (j < T) computed once by the layer's own ``_powers``, y_t = Re(C h_t) + D ⊙ u_t; every
+    position, or the last only (the last block).
+``OP_INCREMENT``
+    The next state: the readout's output added to x_{T−1} or to 2 x_{T−1} − x_{T−2}.
+
+Each window is read afresh from a zero hidden state, as the torch model does (the recurrence is inside a call,
+not carried between calls). ``delay_vpff`` (a VPFF on the delay vector) and a subclass of these models have no
+packer: they run in torch, and ``ModelStep.describe()["runner"]`` says so. Measured at batch 1 on a loaded 2-core
+machine (``scripts/bench_model_runners.py --models ''``, dim 2, the memory study's default sizes): the GRU
+3.1 µs per step against 167 µs eager and 2.8 µs for a lean numba loop of the same weights written in the
+benchmark (1.09×), the LRU 2.3 µs against 239 µs, ``delay_mlp`` 1.25 µs against 66 µs.
+
 A Lie–Poisson network is packed as its schedule
 (``vpintegrator.models._symmetric.SymmetricComposition._schedule``: what ``forward`` applies): one op
 per step, so ``symmetric=True`` gives the palindrome of half-time flows (an inverse step at time t is the
@@ -103,9 +132,15 @@ from ..errors import VPIntegratorError
 from ..protocols import PackerProtocol
 from .numba_kernel import (
     ACTIVATIONS,
+    ADD,
     AVAILABLE,
     DENSE,
     LOWER,
+    OP_DENSE,
+    OP_FEATURES,
+    OP_GRU,
+    OP_INCREMENT,
+    OP_LRU,
     OP_LP_COUPLING,
     OP_LP_LAYER,
     OP_MH_ATTENTION,
@@ -125,7 +160,7 @@ __all__ = ["AVAILABLE", "CompiledModel", "pack", "compile_kernels", "Packer", "U
            "ACTIVATIONS", "SOFTMAXES", "DENSE", "LOWER", "UPPER", "OP_WIDTH",
            "packer_for", "pack_module", "OP_RESIDUAL", "OP_VP_ATTENTION", "OP_MH_ATTENTION",
            "OP_LP_LAYER", "OP_LP_COUPLING", "OP_SYMP_LINEAR", "OP_SYMP_ACTIVATION", "OP_SYMP_GRADIENT",
-           "OP_SYMP_ATTENTION"]
+           "OP_SYMP_ATTENTION", "OP_FEATURES", "OP_DENSE", "OP_GRU", "OP_LRU", "OP_INCREMENT"]
 
 # --------------------------------------------------------------------------------------------- packing
 
@@ -166,8 +201,8 @@ class CompiledModel:
         """One call: window (seq_len, dim) -> (pred_window, dim); also (batch, seq_len, dim) -> (batch, ...)."""
         w = self._windows(window, "forward")
         squeeze = np.ndim(window) == 2
-        out = np.empty_like(w)
-        _rollout_rows(w, 1, self.seq_len, self.params, self.ops, out)
+        out = np.empty((w.shape[0], self.pred_window, self.dim))
+        _rollout_rows(w, 1, self.pred_window, self.params, self.ops, out)
         return out[0] if squeeze else out
 
     def rollout_block(self, window0: np.ndarray, n_calls: int, out: np.ndarray, overlap: bool = False) -> np.ndarray:
@@ -213,6 +248,7 @@ class Packer:
         self.chunks: list[np.ndarray] = []
         self.size = 0
         self.ops: list[list[int]] = []
+        self.n_features = 0  # the feature vector's length (``features``)
 
     def add(self, t) -> int:
         """Append a tensor's values (float64, row-major); return their offset."""
@@ -230,6 +266,12 @@ class Packer:
         off = self.size
         self.chunks.append(np.array([float(v)]))
         self.size += 1
+        return off
+
+    def features(self, n: int) -> int:
+        """Reserve ``n`` floats of the feature vector the feature ops (``OP_FEATURES`` …) work on; their offset."""
+        off = self.n_features
+        self.n_features += int(n)
         return off
 
 
@@ -460,6 +502,77 @@ def _lie_poisson(pk: Packer, model, dim: int) -> None:
         pk.op(code, k_off, p_off, int(layer.psi.width), tau_off, a_off)
 
 
+def _dense(pk: Packer, layer: Any, src: int, act: int, dst: int | None = None) -> int:
+    """``OP_DENSE`` of an ``nn.Linear`` reading the features at ``src``; writes to new features (returned)
+    or adds into ``dst``."""
+    n_out, n_in = layer.weight.shape
+    w_off = pk.add(layer.weight)
+    b_off = -1 if layer.bias is None else pk.add(layer.bias)
+    if dst is None:
+        dst = pk.features(n_out)
+    else:
+        act += ADD
+    pk.op(OP_DENSE, src, dst, int(n_in), int(n_out), w_off, b_off, act)
+    return dst
+
+
+def _window_model(pk: Packer, model: Any, dim: int) -> None:
+    """A window model of one step (``pred_window = 1``: ``gru``, ``lru``, ``delay_mlp``) as feature ops: the
+    window into the feature vector, the network (GRU layers, LRU blocks or the delay vector's MLP), the
+    readout, and the increment (``vpintegrator.models.recurrent``, ``vpintegrator.models.delay``)."""
+    import torch
+
+    from ..models import DelayMLP, GRUWindow, LRUWindow
+
+    act_name = str(model.config.get("activation", "tanh"))
+    if act_name not in ACTIVATIONS or model.increment not in ("first", "second"):
+        raise Unsupported(f"activation {act_name!r}, increment {model.increment!r}")
+    act, T = ACTIVATIONS[act_name], model.seq_len
+    x_off = pk.features(T * dim)
+    pk.op(OP_FEATURES, 0, x_off)  # field 1: the vector's length, filled in by pack
+    if type(model) is GRUWindow:
+        src, n_in = x_off, dim
+        for gru in model.grus:
+            w = int(gru.width)
+            p_off = pk.add(gru.input.weight)
+            for part in (gru.input.bias, gru.hidden.weight, gru.hidden.bias):
+                pk.add(part)
+            dst = pk.features(T * w)
+            pk.op(OP_GRU, src, dst, n_in, w, p_off, pk.features(6 * w))
+            src, n_in = dst, w
+        feat = src + (T - 1) * n_in
+        hidden, out = list(model.readout.hidden), model.readout.out
+    elif type(model) is LRUWindow:
+        width = int(model.encoder.out_features)
+        u_off = pk.features(T * width)
+        e_w, e_b = pk.add(model.encoder.weight), pk.add(model.encoder.bias)
+        for t in range(T):
+            pk.op(OP_DENSE, x_off + t * dim, u_off + t * width, dim, width, e_w, e_b, 0)
+        for i, (lru, mix) in enumerate(zip(model.lrus, model.mix)):
+            last, N = i == len(model.lrus) - 1, int(lru.state)
+            k_re, k_im = lru._powers(torch.arange(T, dtype=torch.float64))  # γ λ^j, j = 0 … T − 1: (T, N)
+            p_off = pk.add(k_re)
+            for part in (k_im, lru.B_re, lru.B_im, lru.C_re, lru.C_im, lru.D):
+                pk.add(part)
+            n_y = 1 if last else T
+            y_off = pk.features(n_y * width + 2 * T * N + 2 * N)
+            pk.op(OP_LRU, u_off, y_off, width, N, p_off, int(last), act)
+            m_w, m_b = pk.add(mix.weight), pk.add(mix.bias)
+            for j in range(n_y):  # u_t += W σ(y_t) + b (the last block: the last position only)
+                t = T - 1 if last else j
+                pk.op(OP_DENSE, y_off + j * width, u_off + t * width, width, width, m_w, m_b, ADD)
+        feat = u_off + (T - 1) * width
+        hidden, out = list(model.readout.hidden), model.readout.out
+    elif type(model) is DelayMLP:
+        feat, hidden, out = x_off, list(model.hidden), model.out
+    else:
+        raise Unsupported(type(model).__name__)
+    for layer in hidden:
+        feat = _dense(pk, layer, feat, act)
+    pk.op(OP_INCREMENT, _dense(pk, out, feat, ACTIVATIONS["identity"]), int(model.increment == "second"))
+    _same_dim(model, dim)
+
+
 def _shipped() -> None:
     """Register the packers of the package's layers and model families (once, on first use: it imports
     torch). A new family made of these layers needs none (its ``window_chain()`` is walked)."""
@@ -468,7 +581,10 @@ def _shipped() -> None:
         return
     _SHIPPED = True
     from ..models import (
+        DelayMLP,
+        GRUWindow,
         GSympNet,
+        LRUWindow,
         LASympNet,
         LiePoissonNet,
         LiePoissonTransformer,
@@ -498,6 +614,9 @@ def _shipped() -> None:
         (SymplecticTransformer, _symplectic_model, False),
         (LiePoissonNet, _lie_poisson, False),
         (LiePoissonTransformer, _lie_poisson, False),
+        (GRUWindow, _window_model, False),
+        (LRUWindow, _window_model, False),
+        (DelayMLP, _window_model, False),
     ]
     for cls, fn, subclasses in shipped:
         _PACKERS.setdefault(cls, (fn, subclasses))  # a user's registration made earlier wins
@@ -515,7 +634,9 @@ def pack(model) -> CompiledModel | None:
         [`StandardTransformerIntegrator`][vpintegrator.models.StandardTransformerIntegrator], [`LiePoissonNet`][vpintegrator.models.LiePoissonNet]
         or [`LiePoissonTransformer`][vpintegrator.models.LiePoissonTransformer] (plain or symmetric),
         [`LASympNet`][vpintegrator.models.LASympNet], [`GSympNet`][vpintegrator.models.GSympNet] or
-        [`SymplecticTransformer`][vpintegrator.models.SymplecticTransformer]; any dtype: the weights are read
+        [`SymplecticTransformer`][vpintegrator.models.SymplecticTransformer], the window models
+        [`GRUWindow`][vpintegrator.models.GRUWindow], [`LRUWindow`][vpintegrator.models.LRUWindow],
+        [`DelayMLP`][vpintegrator.models.DelayMLP]; any dtype: the weights are read
         as float64), any class with a packer (``register_packer``), or any model whose ``window_chain()``
         consists of modules with packers (a user's model made of the package's layers).
 
@@ -524,8 +645,9 @@ def pack(model) -> CompiledModel | None:
     CompiledModel or None
         None without numba, for a model without a packer or ``window_chain()``, unknown activations,
         softmaxes or layer kinds (the ST's up/downscaling layers of ``transformer_dim ≠ dim``, the ST's
-        matrix-softmax attention, a layer replaced by another module, a subclass of a symplectic layer), or a
-        pred_window other than seq_len: the model then runs in torch, as its callers check the kernel
+        matrix-softmax attention, a layer replaced by another module, a subclass of a symplectic layer or of a
+        window model), or a pred_window other than seq_len (except 1 for the window models ``gru``, ``lru``,
+        ``delay_mlp``): the model then runs in torch, as its callers check the kernel
         against it anyway ([`compiled_model`][vpintegrator.rollout.steps.compiled_model]). Nothing is
         compiled here (the kernel compiles, or loads from numba's cache, on the first call;
         ``compile_kernels`` does it ahead).
@@ -538,7 +660,7 @@ def pack(model) -> CompiledModel | None:
         dim, seq, pred = int(model.dim), int(model.seq_len), int(model.pred_window)
     except (AttributeError, TypeError, ValueError):
         return None
-    if pred != seq:
+    if pred not in (seq, 1):
         return None
     fn = packer_for(model)
     if fn is None and not callable(getattr(model, "window_chain", None)):
@@ -549,8 +671,11 @@ def pack(model) -> CompiledModel | None:
             (fn or _chain)(pk, model, dim)
     except Unsupported:
         return None
-    params = np.concatenate(pk.chunks) if pk.chunks else np.zeros(0)
     ops = np.array(pk.ops, dtype=np.int64).reshape(-1, OP_WIDTH)
+    if pred != seq and not (len(ops) and ops[-1, 0] == OP_INCREMENT):  # one step: only the window models
+        return None
+    ops[ops[:, 0] == OP_FEATURES, 1] = pk.n_features
+    params = np.concatenate(pk.chunks) if pk.chunks else np.zeros(0)
     name = str(getattr(model, "config", {}).get("name", type(model).__name__))
     return CompiledModel(params, ops, dim, seq, pred, name)
 
