@@ -33,6 +33,26 @@ class _SymmetricPlanes(SymmetricComposition):
     seq_len: int
     pred_window: int
 
+    def _forward_planes(self, xp: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x : (batch, seq, dim) -> (batch, seq, dim) (seq = ``seq_len`` for the VPT; the VPFF maps each state
+        independently); one window (seq, dim) -> (seq, dim)."""
+        if self.symmetric:
+            return self.evolve(x, 1.0)
+        check_input(x, type(self).__name__, self.dim, self._check_seq, like=_first_parameter(cast(nn.Module, self)),
+                    unbatched=True)
+        if x.ndim == 2:  # one window (seq, dim) -> (1, seq, dim) -> (seq, dim)
+            return self.forward(x.unsqueeze(0)).squeeze(0)
+        layers = self._flow_layers()
+        if torch.compiler.is_compiling() and componentwise.supported(layers, x.shape[1]):
+            return componentwise.chain_components(layers, x)  # what inductor fuses into few loops
+        spec = fused_spec(layers, x)
+        if spec is not None:  # the whole network as one autograd node, bitwise the same forward
+            return fused_chain(self, layers, spec, x, rows=True)
+        return from_planes(self._forward_planes(to_planes(x)))  # (dim, seq, batch) between the layers
+
     def _run_steps(self, x: torch.Tensor, steps: list[Step]) -> torch.Tensor:
         return from_planes(self._run_planes(to_planes(x), steps))
 
@@ -125,22 +145,6 @@ class VolumePreservingFeedForward(_SymmetricPlanes, nn.Module):
         layers += [first(dim, "identity", bias=False), second(dim, "identity", bias=True)]
         self.layers = nn.Sequential(*layers)
         register_fused_buffers(self, layers)  # index buffers of the fused chain (not saved)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x : (batch, seq, dim) -> (batch, seq, dim), each state mapped independently; one window
-        (seq, dim) -> (seq, dim)."""
-        if self.symmetric:
-            return self.evolve(x, 1.0)
-        check_input(x, type(self).__name__, self.dim, like=_first_parameter(self), unbatched=True)
-        if x.ndim == 2:  # one window (seq, dim) -> (1, seq, dim) -> (seq, dim)
-            return self.forward(x.unsqueeze(0)).squeeze(0)
-        layers = list(self.layers)
-        if torch.compiler.is_compiling() and componentwise.supported(layers, x.shape[1]):
-            return componentwise.chain_components(layers, x)  # what inductor fuses into few loops
-        spec = fused_spec(layers, x)
-        if spec is not None:  # the whole stack as one autograd node, bitwise the same forward
-            return fused_chain(self, layers, spec, x, rows=True)
-        return from_planes(self._forward_planes(to_planes(x)))
 
     def _forward_planes(self, xp: torch.Tensor) -> torch.Tensor:
         """On contiguous xp (dim, seq, batch), layer after layer without changing layout."""
@@ -374,23 +378,12 @@ class VolumePreservingTransformer(_SymmetricPlanes, nn.Module):
         if skew_sym and positional == "none":  # all L units (attention and feed-forward layers) as one fused node
             register_fused_buffers(self, self._layers())
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x : (batch, seq_len, dim) -> (batch, seq_len, dim); one window (seq_len, dim) -> (seq_len, dim)."""
-        if self.symmetric:
-            return self.evolve(x, 1.0)
-        check_input(x, type(self).__name__, self.dim, self.seq_len, like=_first_parameter(self), unbatched=True)
-        if x.ndim == 2:  # one window (seq_len, dim) -> (1, seq_len, dim) -> (seq_len, dim)
-            return self.forward(x.unsqueeze(0)).squeeze(0)
-        layers = self._layers()
-        if torch.compiler.is_compiling() and componentwise.supported(layers, x.shape[1]):
-            return componentwise.chain_components(layers, x)  # what inductor fuses into few loops
-        spec = fused_spec(layers, x)
-        if spec is not None:  # the whole transformer as one autograd node, bitwise the same forward
-            return fused_chain(self, layers, spec, x, rows=True)
-        xp = to_planes(x)  # (dim, seq_len, batch) between the layers
+    def _forward_planes(self, xp: torch.Tensor) -> torch.Tensor:
+        """On contiguous xp (dim, seq_len, batch), block after block without changing layout (``forward``'s
+        unfused path)."""
         for block in self.blocks:
             xp = block._forward_planes(xp)
-        return from_planes(xp)
+        return xp
 
     def _layers(self) -> list[nn.Module]:
         """Every attention and triangular layer in order (a per-position feed-forward part as one unit)."""
