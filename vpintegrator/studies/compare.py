@@ -1,0 +1,473 @@
+"""``vp-study compare``: one comparison engine for anyone's problem, and its verdict.
+
+A problem is a registered system (``rigid_body``), a user's ``package.module:Class``, a ``dysts:NAME`` flow (the
+optional extra) or a data-only HDF5 file made by ``vp-gen`` (``*.h5``). The rows are chosen from what is known
+about it (``rows_for``):
+
+- with the equations: ``rk4`` always; ``implicit_midpoint`` and ``gauss_legendre4`` where the system has a
+  Jacobian (their Newton solves need it); ``stormer_verlet`` where it is separable; and the work–precision ladder
+  of these (``vpintegrator.rollout.precision.run_work_precision``), each at the learned rows' cost;
+- learned maps of the problem's structure class, trained on a step budget (``--max-steps``) over ``--seeds``:
+  the seeds' VPT always (its row is in every verdict), ``g_sympnet`` where the field is canonical Hamiltonian in
+  (q, p) halves (measured: ``JᵀΩ + ΩJ = 0`` on samples), the plain transformer ``st`` always; a user's network by
+  import path (``--model package.module:Class``, trained alike) or a saved model (a run directory or ``.pt``,
+  rolled out as it is);
+- the identity (do-nothing) map, which holds the last given state: its mean NRMSE is every row's ``mean_nrmse /
+  vs_identity`` (``vpintegrator.rollout.report``), its cost nil.
+
+Held-out conditions: for a problem with equations, a test file drawn by the same sampler with another seed
+(``TEST_SEED``) and checked disjoint from the training file; for a data-only file, the trained models' own test
+split (``vp-rollout``'s default), scored against the data. Every row is rolled out by ``run_rollouts`` (what
+``vp-rollout`` runs) and priced by its rule (CPU seconds of one step of the whole batch, warm, the least over
+repeats: the meter's, ``vpintegrator.clock``). Output in ``--out``: per problem the verdict line, the table
+(``compare.md``), the rollout and work–precision files, and ``compare.json`` (``SCHEMA``). ``--dry-run`` prints
+the plan and its estimated CPU cost and runs nothing; ``--quick`` runs the same path at small sizes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..config import Config, key
+from ..errors import VPIntegratorError
+from .errors import StudyError, one_line
+from .options import Study, comma_list, seed_list
+from .stats import fmt_num, md_table, median_interval, write_json, write_text
+
+__all__ = ["CompareOptions", "ComparePlan", "Problem", "build_plan", "rows_for", "run", "STUDY"]
+
+SCHEMA = "vpintegrator.compare/1"
+#: the seed of the held-out conditions' file (the training file's is 0)
+TEST_SEED = 1_000_003
+CLASSICAL = ("rk4", "implicit_midpoint", "gauss_legendre4", "stormer_verlet")
+LEARNED = ("vpt", "g_sympnet", "st")
+IDENTITY = "identity"
+ROWS = (*CLASSICAL, *LEARNED, IDENTITY)
+#: sizes by --quick (False, True): training and test conditions, seeds, optimiser steps, horizon in steps
+SIZES = {False: {"n_train": 200, "n_test": 32, "seeds": [0, 1, 2], "max_steps": 2000, "n_steps": 100},
+         True: {"n_train": 24, "n_test": 8, "seeds": [0, 1], "max_steps": 150, "n_steps": 30}}
+#: the learned rows' hyper-parameters (small: a step budget, not a paper's run)
+HPARAMS = {"vpt": {"seq_len": 2, "n_blocks": 1, "L": 2}, "st": {"seq_len": 2, "n_blocks": 1, "L": 2},
+           "g_sympnet": {"n_layers": 2}}
+#: the dry run's estimate: CPU seconds per optimiser step (batch 64, these sizes), per training's set-up, per
+#: problem's generation and rollouts (measured on one core of the machine that wrote this module)
+CPU_BASIS = {"step": 0.012, "training": 1.5, "problem": 8.0}
+#: the tolerance of the structure measured on samples (relative to the Jacobian's size)
+STRUCTURE_RTOL = 1e-8
+
+
+@dataclass
+class CompareOptions(Config):
+    """``vp-study compare``'s keys.
+
+    Parameters
+    ----------
+    problems : str
+        Comma list of problems: a registered system, package.module:Class, dysts:NAME or a vp-gen HDF5 file (data only); default rigid_body.
+    out : str
+        Run directory (compare.md, compare.json, each problem's files).
+    model : str
+        Comma list of your own networks: package.module:Class (trained like the shipped ones) or a saved model (a run directory or .pt, rolled out as is).
+    rows : str
+        Comma list restricting the rows to these (of rk4, implicit_midpoint, gauss_legendre4, stormer_verlet, vpt, g_sympnet, st, identity).
+    seeds : list
+        Comma list of training seeds (default 0,1,2; 0,1 with --quick).
+    max_steps : int
+        Optimiser steps of each training (the step budget; default 2000, 150 with --quick).
+    n_train : int
+        Training initial conditions (default 200; 24 with --quick).
+    n_test : int
+        Held-out initial conditions, never trained on (default 32; 8 with --quick).
+    n_steps : int
+        Horizon in steps of the problem's dt (default 100; 30 with --quick).
+    quick : bool
+        Small sizes: the same path in a couple of minutes.
+    dry_run : bool
+        Print the plan and its estimated CPU cost, run nothing.
+    overwrite : bool
+        Replace an earlier compare run's files in --out.
+    """
+
+    _source_in_messages = False
+
+    problems: str = key("rigid_body", check=lambda v: comma_list(v, "problems"), metavar="LIST")
+    out: str | None = key(None, optional=True, type=str, metavar="RUN")
+    model: str | None = key(None, optional=True, check=lambda v: comma_list(v, "model"), metavar="LIST")
+    rows: str | None = key(None, optional=True, check=lambda v: comma_list(v, "rows"), metavar="LIST")
+    seeds: list[int] | None = key(None, optional=True, check=seed_list, metavar="LIST")
+    max_steps: int | None = key(None, optional=True, type=int, low=1, expected="an integer >= 1")
+    n_train: int | None = key(None, optional=True, type=int, low=5, expected="an integer >= 5")
+    n_test: int | None = key(None, optional=True, type=int, low=1, expected="an integer >= 1")
+    n_steps: int | None = key(None, optional=True, type=int, low=4, expected="an integer >= 4")
+    quick: bool = key(False, type=bool)
+    dry_run: bool = key(False, type=bool)
+    overwrite: bool = key(False, type=bool)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem, resolved: ``system`` None for a data-only ``data`` file; ``spec`` the keys of its training
+    data's ``GenerationSpec`` (None for a data file); ``structure`` what was measured (``volume``, ``canonical``,
+    ``jacobian``, ``separable``)."""
+
+    label: str
+    source: str
+    dim: int
+    dt: float
+    system: Any = None
+    spec: dict[str, Any] | None = None
+    data: str | None = None
+    structure: tuple[str, ...] = ()
+
+    @property
+    def has_equations(self) -> bool:
+        return self.system is not None
+
+
+@dataclass(frozen=True)
+class ComparePlan:
+    """What runs: the problems and each one's rows, the user's models, seeds, budgets and sizes."""
+
+    out: str
+    problems: tuple[Problem, ...]
+    rows: dict[str, tuple[str, ...]]  # problem label -> its rows (CLASSICAL, LEARNED, model labels, IDENTITY)
+    models: dict[str, str]  # label -> package.module:Class or a saved model's path
+    seeds: tuple[int, ...]
+    max_steps: int
+    n_train: int
+    n_test: int
+    n_steps: int
+    dry_run: bool = False
+    overwrite: bool = False
+
+    def trainings(self, p: Problem) -> list[str]:
+        """The rows of ``p`` that are trained (each once per seed)."""
+        return [r for r in self.rows[p.label] if r in LEARNED or (r in self.models and ":" in self.models[r]
+                                                                   and not Path(self.models[r]).exists())]
+
+    def estimate(self) -> float:
+        """Estimated CPU seconds of the whole run (``CPU_BASIS``)."""
+        n = sum(len(self.trainings(p)) for p in self.problems) * len(self.seeds)
+        return n * (CPU_BASIS["training"] + self.max_steps * CPU_BASIS["step"]) + len(self.problems) * CPU_BASIS["problem"]
+
+    def lines(self) -> list[str]:
+        """The plan in words, one line per problem, then the estimate."""
+        out = [f"compare: {len(self.problems)} problem(s), seeds {','.join(map(str, self.seeds))}, "
+               f"{self.max_steps} optimiser steps per training, {self.n_train} training / {self.n_test} held-out "
+               f"conditions, {self.n_steps} steps"]
+        for p in self.problems:
+            trained = self.trainings(p)
+            out.append(f"  {p.label} (dim {p.dim}, dt {p.dt:g}, {'equations' if p.has_equations else 'data only'}; "
+                       f"structure: {', '.join(p.structure) or 'none found'}): rows {', '.join(self.rows[p.label])}"
+                       f" ({len(trained) * len(self.seeds)} trainings)")
+        out.append(f"estimated cost: {self.estimate():.0f} CPU s (coarse: CPU_BASIS of vpintegrator.studies.compare)")
+        return out
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def _measured_structure(system: Any, y: np.ndarray) -> tuple[str, ...]:
+    """``volume`` (divergence 0), ``canonical`` (JᵀΩ + ΩJ = 0 with the state in (q, p) halves), ``jacobian``
+    (the system has one), ``separable`` (its flag): measured on the states ``y`` (n, dim)."""
+    try:
+        jac = np.asarray(system.jacobian(y), dtype=np.float64)
+    except (NotImplementedError, TypeError, AttributeError):
+        return ("separable",) if system.separable else ()
+    found = ["jacobian"]
+    scale = max(float(np.max(np.abs(jac))), 1e-300)
+    if float(np.max(np.abs(np.trace(jac, axis1=-2, axis2=-1)))) / scale < STRUCTURE_RTOL:
+        found.append("volume")
+    dim = y.shape[-1]
+    if dim % 2 == 0:
+        m = dim // 2
+        omega = np.block([[np.zeros((m, m)), np.eye(m)], [-np.eye(m), np.zeros((m, m))]])
+        if float(np.max(np.abs(np.swapaxes(jac, -1, -2) @ omega + omega @ jac))) / scale < STRUCTURE_RTOL:
+            found.append("canonical")
+    return (*found, *(("separable",) if system.separable else ()))
+
+
+def _spec(source: str, system: Any, n_train: int, n_steps: int) -> dict[str, Any]:
+    """The keys of the training data's generation spec: dysts' own (``load_spec``), else the system's sampler (a random one:
+    the paper's fixed sphere set becomes ``sphere``, so that another seed draws other conditions), around its
+    ``default_y0`` or in [-1, 1]ᵈ where it has none."""
+    from ..data.spec import load_spec
+    from ..systems.dysts import is_dysts_name
+
+    cls = type(system)
+    if is_dysts_name(source):
+        base = load_spec(source)
+        return {**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)}, "n_traj": n_train,
+                "t_end": n_steps * base.dt, "seed": 0, "out": ""}
+    dt = float(cls.default_dt or 0.1)
+    sampler, args = cls.default_sampler, {}
+    if sampler == "paper_sphere":
+        sampler = "sphere"
+    elif sampler not in ("sphere", "box", "bump", "particle"):
+        sampler, args = ("around", {"spread": 0.1}) if cls.default_y0 is not None else ("box", {})
+    return {"name": source.replace(":", "_").replace(".", "_"), "system": source, "sampler": sampler,
+            "sampler_args": args, "n_traj": n_train, "dt": dt, "t_end": n_steps * dt, "seed": 0}
+
+
+def _problem(source: str, n_train: int, n_steps: int) -> Problem:
+    """``source`` resolved into a ``Problem``; an unknown one is a one-line error naming ``--problems``."""
+    from ..systems import get_system, sample_initial_conditions
+
+    if source.endswith((".h5", ".hdf5")):
+        from ..data import read_trajectories
+
+        if not Path(source).is_file():
+            raise StudyError(f"--problems: data file {source!r} not found; give a vp-gen HDF5 file")
+        first = read_trajectories(source, traj=[0], steps=[0, 1])
+        return Problem(Path(source).stem, source, int(first.y.shape[-1]), float(first.t[1] - first.t[0]), data=source)
+    try:
+        system = get_system(source)
+    except VPIntegratorError as err:
+        raise StudyError(f"--problems: {err}") from None
+    spec = _spec(source, system, n_train, n_steps)
+    y = sample_initial_conditions(system, spec["sampler"], None if spec["sampler"] == "bump" else 16, 0,
+                                  **spec["sampler_args"])
+    return Problem(source.replace(":", "_"), source, int(system.dim), float(spec["dt"]), system, spec,
+                   structure=_measured_structure(system, y))
+
+
+def rows_for(p: Problem, models: Sequence[str] = ()) -> tuple[str, ...]:
+    """The rows that apply to ``p``: the classical ones its equations allow, the learned ones of its structure
+    class (the VPT and ``st`` always), the user's ``models`` and the identity map."""
+    classical: list[str] = []
+    if p.has_equations:
+        classical = ["rk4", *(["implicit_midpoint", "gauss_legendre4"] if "jacobian" in p.structure else []),
+                     *(["stormer_verlet"] if "separable" in p.structure else [])]
+    learned = ["vpt", *(["g_sympnet"] if "canonical" in p.structure else []), "st"]
+    return (*classical, *learned, *models, IDENTITY)
+
+
+def _user_model(text: str, dim: int, problem: str) -> None:
+    """A user's model checked against the problem's dimension before anything trains: one line if it does not fit."""
+    from ..models import build_model, load_model
+
+    try:
+        model = load_model(text) if Path(text).exists() else build_model(text, dim=dim)
+    except VPIntegratorError as err:
+        raise StudyError(f"--model {text}: {err}") from None
+    got = getattr(model, "dim", None)
+    if got != dim:
+        raise StudyError(f"--model {text}: its dim is {got}, problem {problem} has dim {dim}; give a model of dim "
+                         f"{dim} (or a class that takes dim)")
+
+
+def build_plan(options: CompareOptions, argv: Sequence[str] = ()) -> ComparePlan:
+    """Every check and default resolved once: the problems, their rows, the user's models fitted to each problem's
+    dimension, the sizes (``--quick``)."""
+    if not options.problems:
+        raise StudyError("--problems is required: a comma list of systems, package.module:Class, dysts:NAME or "
+                         "vp-gen HDF5 files")
+    if options.out is None and not options.dry_run:
+        raise StudyError("--out is required (the run directory)")
+    size = {**SIZES[bool(options.quick)], **{k: getattr(options, k) for k in ("n_train", "n_test", "max_steps",
+                                                                              "n_steps", "seeds")
+                                             if getattr(options, k) is not None}}
+    sources = [s.strip() for s in options.problems.split(",") if s.strip()]
+    problems = tuple(_problem(s, size["n_train"], size["n_steps"]) for s in sources)
+    if len({p.label for p in problems}) < len(problems):
+        raise StudyError(f"--problems names a problem twice: {options.problems}")
+    given = [m.strip() for m in (options.model or "").split(",") if m.strip()]
+    labels = [Path(m).stem if Path(m).exists() else m.rsplit(":", 1)[-1] for m in given]
+    models = {(f"user_{label}" if label in ROWS else label): m for label, m in zip(labels, given)}
+    wanted = None if options.rows is None else [r.strip() for r in options.rows.split(",") if r.strip()]
+    for r in wanted or ():
+        if r not in ROWS and r not in models:
+            raise StudyError(f"--rows: unknown row {r!r}; valid: {', '.join((*ROWS, *models))}")
+    rows = {}
+    for p in problems:
+        for m in models.values():
+            _user_model(m, p.dim, p.label)
+        applicable = rows_for(p, list(models))
+        chosen = tuple(r for r in applicable if wanted is None or r in wanted)
+        if not [r for r in chosen if r != IDENTITY]:
+            raise StudyError(f"problem {p.label}: no applicable row among --rows {options.rows}; applicable: "
+                             f"{', '.join(applicable)}")
+        rows[p.label] = chosen
+    return ComparePlan(out=str(options.out), problems=problems, rows=rows, models=models,
+                       seeds=tuple(size["seeds"]), max_steps=int(size["max_steps"]), n_train=int(size["n_train"]),
+                       n_test=int(size["n_test"]), n_steps=int(size["n_steps"]), dry_run=bool(options.dry_run),
+                       overwrite=bool(options.overwrite))
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _data(plan: ComparePlan, p: Problem, folder: Path) -> tuple[str, str]:
+    """(training file, held-out file): generated for a problem with equations (``generate``, the test file with
+    ``TEST_SEED``, checked disjoint), the given file twice for a data-only one (its models' test split)."""
+    from ..data import read_trajectories
+    from ..data.generation import generate
+    from ..data.spec import GenerationSpec
+
+    if p.data is not None or p.spec is None:
+        return str(p.data), str(p.data)
+    train = generate(GenerationSpec(**p.spec), out=folder / "train.h5", overwrite=plan.overwrite, workers=1)
+    test = generate(GenerationSpec(**{**p.spec, "n_traj": plan.n_test, "seed": TEST_SEED}), out=folder / "test.h5",
+                    overwrite=plan.overwrite, workers=1)
+    y0, z0 = read_trajectories(train, steps=[0]).y[:, 0], read_trajectories(test, steps=[0]).y[:, 0]
+    if np.any(np.all(np.isclose(y0[:, None], z0[None], rtol=0, atol=1e-12), axis=-1)):
+        raise StudyError(f"problem {p.label}: its sampler {p.spec['sampler']!r} drew a held-out condition that is in the "
+                         "training set (a deterministic sampler); give the system a random default_sampler")
+    return str(train), str(test)
+
+
+def _train(plan: ComparePlan, p: Problem, row: str, seed: int, train: str, folder: Path) -> tuple[str, float]:
+    """One training of ``row`` at ``seed`` on ``train``, stopped by the step budget: (run directory, CPU s)."""
+    from ..training.run import fit
+
+    name = plan.models.get(row, row)
+    model = {"name": name, **HPARAMS.get(row, {})}
+    out = folder / f"{row}@s{seed}"
+    tic = time.process_time()
+    fit({"data": [train], "model": model}, out=str(out), max_steps=plan.max_steps, epochs=10**6, batch_size=64,
+        seed=seed, overwrite=True)
+    return str(out), time.process_time() - tic
+
+
+def _aggregate(method: str, kind: str, rows: list[dict], cpu: list[float]) -> dict[str, Any]:
+    """One table row of a method's rows (one per seed): each metric's median and [min, max] over the seeds."""
+    out: dict[str, Any] = {"method": method, "kind": kind, "n_seeds": len(rows), "train_cpu_s": sum(cpu) or None}
+    for k in ("final_rel_error", "mean_nrmse", "vpt", "valid_time", "vs_identity", "seconds_per_step"):
+        q = median_interval([r.get(k) for r in rows], 0.0, 100.0)
+        out[k], out[f"{k}_range"] = q["median"], (None if len(rows) < 2 else [q["lo"], q["hi"]])
+    out["failed"] = sum(int(r.get("failed") or 0) for r in rows)
+    return out
+
+
+def _identity(rows: list[dict]) -> dict[str, Any]:
+    """The identity map's row: its mean NRMSE from any row's ``mean_nrmse / vs_identity``; cost nil."""
+    ratio = [r["mean_nrmse"] / r["vs_identity"] for r in rows
+             if r.get("vs_identity") and math.isfinite(r["vs_identity"]) and math.isfinite(r.get("mean_nrmse", math.nan))]
+    return {"method": IDENTITY, "kind": "baseline", "n_seeds": 1, "mean_nrmse": ratio[0] if ratio else None,
+            "vs_identity": 1.0, "seconds_per_step": 0.0, "final_rel_error": None, "vpt": None, "valid_time": None,
+            "failed": 0}
+
+
+def _compare_one(plan: ComparePlan, p: Problem, log: Any) -> dict[str, Any]:
+    """Generate, train, roll out and score one problem: its record for ``compare.json``."""
+    from ..rollout.config import RolloutConfig
+    from ..rollout.run import run_rollouts
+
+    folder = Path(plan.out) / p.label
+    folder.mkdir(parents=True, exist_ok=True)
+    train, test = _data(plan, p, folder)
+    rows = plan.rows[p.label]
+    runs: dict[str, list[tuple[str, str]]] = {}
+    cpu: dict[str, list[float]] = {}
+    for row in plan.trainings(p):
+        for seed in plan.seeds:
+            log(f"{p.label}: training {row} seed {seed} ({plan.max_steps} steps)")
+            run_dir, seconds = _train(plan, p, row, seed, train, folder)
+            runs.setdefault(row, []).append((f"{row}@s{seed}", run_dir))
+            cpu.setdefault(row, []).append(seconds)
+    for row in rows:  # a saved model of the user's: rolled out as it is
+        if row in plan.models and row not in runs:
+            runs[row] = [(row, plan.models[row])]
+    classical = [r for r in rows if r in CLASSICAL]
+    config = RolloutConfig(data=test, out=str(folder / "rollout.h5"), integrators=classical,
+                           models=[[label, path] for pairs in runs.values() for label, path in pairs],
+                           reference="exact" if p.has_equations else "data", t_end=plan.n_steps * p.dt)
+    log(f"{p.label}: rolling out {len(config.models) + len(classical)} rows")
+    report = run_rollouts(config, overwrite=True)
+    by_label: dict[str, dict] = {}
+    for r in report.rows:  # one per method and split: the held-out ones (test / unknown / new)
+        if r.get("split") not in ("train", "val"):
+            by_label.setdefault(r["method"], r)
+    table = [_aggregate(c, "classical", [by_label[c]], []) for c in classical if c in by_label]
+    for row, pairs in runs.items():
+        table.append(_aggregate(row, "user" if row in plan.models else "learned",
+                                [by_label[label] for label, _ in pairs if label in by_label], cpu.get(row, [])))
+    if IDENTITY in rows:
+        table.append(_identity(list(by_label.values())))
+    equal_cost: list[str] = []
+    if classical and runs:
+        from .work_precision import equal_cost_section
+        from ..rollout.precision import run_work_precision
+
+        csv, _, _ = run_work_precision(dataclasses.replace(config, n_traj=min(4, plan.n_test)), overwrite=True)
+        equal_cost = equal_cost_section(csv)
+    record = {"problem": p.source, "label": p.label, "dim": p.dim, "dt": p.dt, "equations": p.has_equations,
+              "structure": list(p.structure), "rows": table, "rollout": str(report.out), "notes": list(report.notes),
+              "train_file": train, "test_file": test}
+    record["verdict"] = verdict(p.label, table)
+    return record | {"equal_cost": equal_cost}
+
+
+def _best(table: list[dict], kinds: Sequence[str], method: str | None = None) -> dict | None:
+    """The row of ``kinds`` (or ``method``) with the least median mean NRMSE (failed: inf), cheaper first at a tie."""
+    pick = [r for r in table if (r["method"] == method if method else r["kind"] in kinds)]
+    score = lambda r: (r["mean_nrmse"] if r["mean_nrmse"] is not None else math.inf, r["seconds_per_step"] or 0.0)  # noqa: E731
+    return min(pick, key=score) if pick else None
+
+
+def _said(r: dict | None) -> str:
+    if r is None:
+        return "none"
+    span = r.get("mean_nrmse_range")
+    interval = f" [{fmt_num(span[0])}, {fmt_num(span[1])}] over {r['n_seeds']} seeds" if span else ""
+    return (f"{r['method']} NRMSE {fmt_num(r['mean_nrmse'])}{interval} at {fmt_num(r['seconds_per_step'])} "
+            "CPU s/step")
+
+
+def verdict(label: str, table: list[dict]) -> str:
+    """The problem's one line: the best row with the equations, the best data-only row, the seeds' VPT."""
+    return (f"{label}: with the equations {_said(_best(table, ('classical',)))}; data only "
+            f"{_said(_best(table, ('learned', 'user', 'baseline')))}; the seeds' VPT {_said(_best(table, (), 'vpt'))}")
+
+
+def _markdown(records: list[dict]) -> str:
+    lines = ["# Comparison", "", *[r["verdict"] for r in records], ""]
+    f = fmt_num
+    for rec in records:
+        body = [[r["method"], r["kind"], f(r["final_rel_error"]), f(r["mean_nrmse"])
+                 + (f" [{f(r['mean_nrmse_range'][0])}, {f(r['mean_nrmse_range'][1])}]" if r.get("mean_nrmse_range") else ""),
+                 f(r["vpt"]), f(r["vs_identity"]), f(r["seconds_per_step"]), r["failed"]] for r in rec["rows"]]
+        lines += [f"## {rec['label']}", "", f"Held-out conditions ({Path(rec['test_file']).name}); reference: "
+                  f"{'the exact flow' if rec['equations'] else 'the data'}; structure measured: "
+                  f"{', '.join(rec['structure']) or 'none'}. Learned rows: median [min, max] over seeds. NRMSE: "
+                  "mean over the horizon against the training data's spread; VPT: valid-prediction horizon "
+                  "(time units); CPU s/step: one step of the whole batch, warm.", "",
+                  *md_table(["method", "kind", "final rel. error", "mean NRMSE", "VPT horizon", "vs identity",
+                             "CPU s/step", "failed"], body), "", *rec["notes"], "", *rec["equal_cost"]]
+    return "\n".join(lines) + "\n"
+
+
+@one_line
+def run(plan: ComparePlan) -> int:
+    """Run the comparison (or, with ``dry_run``, print its plan): the verdict lines on stdout, the files in
+    ``plan.out``."""
+    import click
+
+    for line in plan.lines():
+        click.echo(line, err=not plan.dry_run)
+    if plan.dry_run:
+        return 0
+    out = Path(plan.out)
+    if (out / "compare.json").exists() and not plan.overwrite:
+        raise StudyError(f"--out {out} holds a compare run; give --overwrite or another --out")
+    log = lambda text: click.echo(text, err=True)  # noqa: E731
+    records = [_compare_one(plan, p, log) for p in plan.problems]
+    write_text(out / "compare.md", _markdown(records))
+    write_json(out / "compare.json", {"schema": SCHEMA, "seeds": list(plan.seeds), "max_steps": plan.max_steps,
+                                      "n_train": plan.n_train, "n_test": plan.n_test, "n_steps": plan.n_steps,
+                                      "problems": records})
+    for rec in records:
+        click.echo(rec["verdict"])
+    click.echo(f"tables: {out / 'compare.md'}; results: {out / 'compare.json'}", err=True)
+    return 0
+
+
+STUDY = Study(CompareOptions, run, build_plan, doc=__doc__, prog="vp-study compare",
+              interrupted="Interrupted; run again with --overwrite.")
