@@ -30,7 +30,8 @@ MODULES = {"rigid_body": rigid_body, "rigid_body_structure": rigid_body_structur
 def test_every_study_is_listed_and_takes_the_shared_flags():
     # the context study has keys of its own (ContextOptions, the same parser): its trainings are counted in
     # epochs, run one after another, so it takes none of the budget/jobs keys the four others share
-    own = {"context": importlib.import_module("vpintegrator.studies.context")}
+    own = {"context": importlib.import_module("vpintegrator.studies.context"),
+           "compare": importlib.import_module("vpintegrator.studies.compare")}  # its own keys: problems, rows
     assert set(STUDIES) == set(MODULES) | set(own)
     result = CliRunner().invoke(study.main, [])
     assert result.exit_code == 0

@@ -40,6 +40,9 @@ VALUES: dict[tuple[str, str], str] = {
     ("reduction", "autoencoder_sizes"): "400",
     ("reduction", "ladder"): "quick",
     ("reduction", "output_every"): "4",
+    ("compare", "problems"): "coupled_oscillator",
+    ("compare", "model"): "vpff",
+    ("compare", "rows"): "rk4,vpt",
     # the studies that train through the runner's vp-train tasks: a device
     **{(name, "seeds_as_members"): "cpu"
        for name in ("rigid_body", "rigid_body_structure", "rigid_body_quality", "coupled_oscillator")},

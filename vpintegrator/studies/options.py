@@ -58,6 +58,8 @@ STUDIES: dict[str, tuple[str, str]] = {
                                                    "windows against the window without attention, the ablations, "
                                                    "state estimation + the true equations and parroting"),
     "memory": ("memory", "the memory ladder on an observed oscillator and a particle in a hidden bath: who wins"),
+    "compare": ("compare", "anyone's problem judged: classical rows with the equations, learned rows of its "
+                           "structure, the identity map, over seeds, one verdict line"),
     "reduction": ("reduction", "Hamiltonian lattices (Toda, FPU-beta) at N up to 3200: full-order steppers against "
                                "PSD, PSD-Galerkin (hyper-reduced) and PSD + flow map, held-out mu, break-even"),
 }
