@@ -226,9 +226,10 @@ def _fitted_record(step: Any) -> dict[str, Any]:
     if not skill:
         fit = getattr(step, "fit", None)
         score = None if fit is None else float(fit.score)
-        out["note"] = (f"no skill: best validation error {'none below 1' if score is None else f'{score:.3g}'} is not "
-                       f"below {SKILL_FRACTION:g} x the identity map's {float(step.identity_score):.3g} "
-                       f"({len(step.candidates)} candidates; fit {float(step.fit_seconds):.3g} CPU s)")
+        best = "no candidate scored below 1 (no model)" if score is None else \
+            f"the best validation error {score:.3g} is not below {SKILL_FRACTION:g} x the identity map's"
+        out["note"] = (f"no skill: {best} (the identity map's: {float(step.identity_score):.3g}; "
+                       f"{len(step.candidates)} candidates; fit {float(step.fit_seconds):.3g} CPU s)")
     return out
 
 
