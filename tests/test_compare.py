@@ -17,16 +17,20 @@ from vpintegrator.studies.driver import main
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
+#: a network by import path, as a user names their own (here one of the package's, not by its registry name)
+USER, USER_ROW = "vpintegrator.models.volume:VolumePreservingFeedForward", "VolumePreservingFeedForward"
 TINY = ["--quick", "--n-train", "10", "--n-test", "4", "--n-steps", "10", "--max-steps", "20", "--seeds", "0,1"]
 
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
-    """A --quick run on the rigid body at tiny sizes (RK4, the seeds' VPT, the identity): (out, exit, stdout)."""
+    """A --quick run on the rigid body at tiny sizes (RK4, the seeds' VPT, a user's network by import path, the
+    identity): (out, exit, stdout)."""
     out = tmp_path_factory.mktemp("compare") / "run"
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
-        status = main("compare", ["--problems", "rigid_body", "--rows", "rk4,vpt,identity", *TINY, "--out", str(out)])
+        status = main("compare", ["--problems", "rigid_body", "--model", USER, "--rows", f"rk4,vpt,{USER_ROW},identity",
+                                  *TINY, "--out", str(out)])
     return out, status, stdout.getvalue()
 
 
@@ -37,7 +41,8 @@ def test_quick_run_writes_a_verdict_and_a_table(quick_run):
     assert result["schema"] == "vpintegrator.compare/1"
     (problem,) = result["problems"]
     rows = {r["method"]: r for r in problem["rows"]}
-    assert list(rows) == ["rk4", "vpt", "identity"]
+    assert list(rows) == ["rk4", "vpt", USER_ROW, "identity"]
+    assert rows[USER_ROW]["kind"] == "user" and rows[USER_ROW]["n_seeds"] == 2
     # the verdict line first on stdout, the one the file records
     assert stdout.splitlines()[0] == problem["verdict"]
     assert problem["verdict"].startswith("rigid_body: with the equations rk4 NRMSE ")
@@ -62,6 +67,20 @@ def test_quick_run_trains_on_a_step_budget_and_holds_out_its_test_conditions(qui
     train = read_trajectories(out / "rigid_body" / "train.h5", steps=[0]).y[:, 0]
     test = read_trajectories(out / "rigid_body" / "test.h5", steps=[0]).y[:, 0]
     assert np.min(np.linalg.norm(train[:, None] - test[None], axis=-1)) > 1e-6
+
+
+def test_a_data_only_file_is_judged_on_its_models_test_split(tmp_path, capsys):
+    from vpintegrator.data.generation import generate
+    from vpintegrator.data.spec import GenerationSpec
+
+    data = generate(GenerationSpec(name="rb", system="rigid_body", sampler="sphere", n_traj=20, dt=0.2, t_end=3.0),
+                    out=tmp_path / "rb.h5", workers=1)
+    status = main("compare", ["--problems", str(data), "--rows", "vpt,identity", *TINY, "--out", str(tmp_path / "run")])
+    assert status == 0
+    (problem,) = json.loads((tmp_path / "run" / "compare.json").read_text())["problems"]
+    assert not problem["equations"] and [r["method"] for r in problem["rows"]] == ["vpt", "identity"]
+    assert problem["verdict"].startswith("rb: with the equations none (data only); data only ")
+    assert problem["verdict"] in capsys.readouterr().out
 
 
 def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path, capsys):

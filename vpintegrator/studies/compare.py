@@ -412,9 +412,9 @@ def _best(table: list[dict], kinds: Sequence[str], method: str | None = None) ->
     return min(pick, key=score) if pick else None
 
 
-def _said(r: dict | None) -> str:
+def _said(r: dict | None, none: str = "none") -> str:
     if r is None:
-        return "none"
+        return none
     span = r.get("mean_nrmse_range")
     interval = f" [{fmt_num(span[0])}, {fmt_num(span[1])}] over {r['n_seeds']} seeds" if span else ""
     return (f"{r['method']} NRMSE {fmt_num(r['mean_nrmse'])}{interval} at {fmt_num(r['seconds_per_step'])} "
@@ -423,7 +423,7 @@ def _said(r: dict | None) -> str:
 
 def verdict(label: str, table: list[dict]) -> str:
     """The problem's one line: the best row with the equations, the best data-only row, the seeds' VPT."""
-    return (f"{label}: with the equations {_said(_best(table, ('classical',)))}; data only "
+    return (f"{label}: with the equations {_said(_best(table, ('classical',)), 'none (data only)')}; data only "
             f"{_said(_best(table, ('learned', 'user', 'baseline')))}; the seeds' VPT {_said(_best(table, (), 'vpt'))}")
 
 
@@ -437,7 +437,7 @@ def _markdown(records: list[dict]) -> str:
         lines += [f"## {rec['label']}", "", f"Held-out conditions ({Path(rec['test_file']).name}); reference: "
                   f"{'the exact flow' if rec['equations'] else 'the data'}; structure measured: "
                   f"{', '.join(rec['structure']) or 'none'}. Learned rows: median [min, max] over seeds. NRMSE: "
-                  "mean over the horizon against the training data's spread; VPT: valid-prediction horizon "
+                  "mean over the horizon against each component's spread (vp-rollout's rule); VPT: valid-prediction horizon "
                   "(time units); CPU s/step: one step of the whole batch, warm.", "",
                   *md_table(["method", "kind", "final rel. error", "mean NRMSE", "VPT horizon", "vs identity",
                              "CPU s/step", "failed"], body), "", *rec["notes"], "", *rec["equal_cost"]]
