@@ -1,6 +1,7 @@
-"""The one-step window models (``gru``, ``lru``, ``delay_mlp``) in the compiled model runner
-(``vpintegrator.rollout.numba_model``'s feature ops): each call and whole rollouts equal the torch float64
-model to round-off, at batch 1 and above; a model the runner cannot take runs in torch and says so."""
+"""The memory study's window models in the compiled model runner (``vpintegrator.rollout.numba_model``): the
+one-step ``gru``, ``lru``, ``delay_mlp`` (its feature ops) and the VPT with ``positional = "mixing"``
+(``vpt_mix``): each call and whole rollouts equal the torch float64 model to round-off, at batch 1 and above;
+a model the runner cannot take runs in torch and says so."""
 
 from __future__ import annotations
 
@@ -75,6 +76,27 @@ def test_rollout_runs_compiled_and_equals_torch(key, batch):
     got, want = rollout(compiled, w0, 0.1, 300).y, rollout(eager, w0, 0.1, 300).y
     assert compiled.describe()["runner"] == "numba" and eager.describe()["runner"] == "eager"
     assert np.isfinite(want).all() and np.abs(want[:, -1] - want[:, model.seq_len - 1]).max() > 1e-3  # it moved
+    assert np.abs(got - want).max() <= 1e-12
+
+
+@pytest.mark.parametrize("kw", [dict(dim=2, seq_len=4, n_blocks=4, L=4),
+                                dict(dim=3, seq_len=3, n_blocks=2, L=3, skew_sym=False)])
+def test_vpt_mix_runs_compiled_and_equals_torch(kw):
+    from vpintegrator.rollout import ModelStep, rollout
+
+    torch.manual_seed(0)
+    model = build_model("vpt", positional="mixing", **kw).double().eval()
+    with torch.no_grad():  # the mixing shears start at zero: random, small (bounded rollouts)
+        for p in model.parameters():
+            p.normal_(0.0, 0.02)
+    packed = cm.pack(model)
+    assert packed is not None
+    x = windows(5, model)
+    with torch.inference_mode():
+        np.testing.assert_allclose(packed.forward(x), model(torch.as_tensor(x)).numpy(), rtol=0, atol=1e-13)
+    compiled, eager = ModelStep(model, device="cpu"), ModelStep(model, device="cpu", scalar_max_batch=0)
+    got, want = rollout(compiled, x[:2], 0.1, 60).y, rollout(eager, x[:2], 0.1, 60).y
+    assert compiled.describe()["runner"] == "numba" and np.isfinite(want).all()
     assert np.abs(got - want).max() <= 1e-12
 
 

@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - exercised only where numba is missing
 
 __all__ = ["AVAILABLE", "OP_WIDTH", "OP_RESIDUAL", "OP_VP_ATTENTION", "OP_MH_ATTENTION", "OP_LP_LAYER",
            "OP_LP_COUPLING", "OP_SYMP_LINEAR", "OP_SYMP_ACTIVATION", "OP_SYMP_GRADIENT", "OP_SYMP_ATTENTION",
-           "OP_FEATURES", "OP_DENSE", "OP_GRU", "OP_LRU", "OP_INCREMENT", "ADD"]
+           "OP_FEATURES", "OP_DENSE", "OP_GRU", "OP_LRU", "OP_INCREMENT", "ADD", "OP_POSITION_MIXING"]
 
 OP_RESIDUAL, OP_VP_ATTENTION, OP_MH_ATTENTION, OP_LP_LAYER, OP_LP_COUPLING = 0, 1, 2, 3, 4
 #: the symplectic shears (SympNet layers and symplectic attention): q ← q + f(p) or p ← p + f(q)
@@ -29,6 +29,8 @@ OP_SYMP_LINEAR, OP_SYMP_ACTIVATION, OP_SYMP_GRADIENT, OP_SYMP_ATTENTION = 5, 6, 
 #: the window models' feature ops (recurrent and delay-vector networks, pred_window 1): they compute on a flat
 #: feature vector and leave the next state in the window's first row
 OP_FEATURES, OP_DENSE, OP_GRU, OP_LRU, OP_INCREMENT = 9, 10, 11, 12, 13
+#: the VPT's positional "mixing": a linear shear across the window's positions
+OP_POSITION_MIXING = 14
 OP_WIDTH = 8
 #: added to OP_DENSE's activation code: add the layer's output into its destination instead of writing it
 ADD = 4
@@ -270,6 +272,19 @@ def _rollout_rows(ctx, n_calls, adv, params, ops, out):
                         for i in range(T):
                             for c in range(D):
                                 x[i, c] = y[i, c]
+                elif code == 14:
+                    # ---- OP_POSITION_MIXING: x_t ↦ x_t + Σ_s W_ts x_s, W (T, T, D, D) dense (zero blocks included)
+                    f_m = params[ops[k, 1] : ops[k, 1] + T * T * D * D].reshape((T, T, D, D))
+                    for t in range(T):
+                        for i in range(D):
+                            acc = 0.0
+                            for q in range(T):
+                                for j in range(D):
+                                    acc += f_m[t, q, i, j] * x[q, j]
+                            y[t, i] = x[t, i] + acc
+                    for t in range(T):
+                        for i in range(D):
+                            x[t, i] = y[t, i]
                 elif code >= 9:
                     # ---- the window models: ops on the feature vector fv (offsets in fv are fields), the
                     # weights row-major in params; only OP_INCREMENT writes the window (its first row). Weights

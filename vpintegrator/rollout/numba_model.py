@@ -49,6 +49,9 @@ Layers (one op each; z a state, a row of the window X (seq, dim)):
     [`MultiHeadAttention`][vpintegrator.nn.MultiHeadAttention], GML form (qkv = X P, scale 1/√dim, no output
     projection) or standard form (biases, scale 1/√d_head, output projection), softmax over the keys as
     ``torch.softmax`` (max subtracted), optional add connection.
+``OP_POSITION_MIXING``
+    The VPT's ``positional = "mixing"`` shear across positions (``vpt_mix``), x_t ↦ x_t + Σ_s W_ts x_s, the
+    (T, T, dim, dim) blocks stored dense.
 ``OP_LP_LAYER``
     [`LiePoissonLayer`][vpintegrator.nn.LiePoissonLayer] for flow time τ: z ↦ R(k, −τψ(k·z)) z on every state
     (Rodrigues' formula, ψ(s) = d + Σ_m w_m tanh(b_m s + c_m)).
@@ -141,6 +144,7 @@ from .numba_kernel import (
     OP_GRU,
     OP_INCREMENT,
     OP_LRU,
+    OP_POSITION_MIXING,
     OP_LP_COUPLING,
     OP_LP_LAYER,
     OP_MH_ATTENTION,
@@ -160,7 +164,8 @@ __all__ = ["AVAILABLE", "CompiledModel", "pack", "compile_kernels", "Packer", "U
            "ACTIVATIONS", "SOFTMAXES", "DENSE", "LOWER", "UPPER", "OP_WIDTH",
            "packer_for", "pack_module", "OP_RESIDUAL", "OP_VP_ATTENTION", "OP_MH_ATTENTION",
            "OP_LP_LAYER", "OP_LP_COUPLING", "OP_SYMP_LINEAR", "OP_SYMP_ACTIVATION", "OP_SYMP_GRADIENT",
-           "OP_SYMP_ATTENTION", "OP_FEATURES", "OP_DENSE", "OP_GRU", "OP_LRU", "OP_INCREMENT"]
+           "OP_SYMP_ATTENTION", "OP_FEATURES", "OP_DENSE", "OP_GRU", "OP_LRU", "OP_INCREMENT",
+           "OP_POSITION_MIXING"]
 
 # --------------------------------------------------------------------------------------------- packing
 
@@ -370,6 +375,12 @@ def _same_dim(m: Any, dim: int) -> None:
 
 def _vp_attention(pk: Packer, m: Any, dim: int) -> None:
     pk.op(OP_VP_ATTENTION, pk.add(m.weight_matrix()), int(bool(m.skew_sym)))
+    _same_dim(m, dim)
+
+
+def _position_mixing(pk: Packer, m: Any, dim: int) -> None:
+    """``OP_POSITION_MIXING`` of the VPT's ``positional = "mixing"`` shear, its (T, T, dim, dim) blocks dense."""
+    pk.op(OP_POSITION_MIXING, pk.add(m.matrix()))
     _same_dim(m, dim)
 
 
@@ -593,6 +604,7 @@ def _shipped() -> None:
         VolumePreservingFeedForward,
         VolumePreservingTransformer,
     )
+    from ..models.volume import _PositionMixing
     from ..nn.attention import MultiHeadAttention, VolumePreservingAttention
     from ..nn.feedforward import ResNetLayer, VolumePreservingLowerLayer, VolumePreservingUpperLayer
     from ..nn import symplectic_attention as SA, sympnet as S
@@ -603,6 +615,7 @@ def _shipped() -> None:
         (ResNetLayer, _residual, True),
         (VolumePreservingAttention, _vp_attention, True),
         (MultiHeadAttention, _mh_attention, True),
+        (_PositionMixing, _position_mixing, False),
         *((cls, _symplectic, False) for cls in (S.BiasLayer, S.LinearLayerQ, S.LinearLayerP, S.ActivationLayerQ,
                                                 S.ActivationLayerP, S.GradientLayerQ, S.GradientLayerP,
                                                 SA.SymplecticAttentionQ, SA.SymplecticAttentionP)),
