@@ -2,7 +2,7 @@
 """How ModelStep runs a model, timed against the TorchScript trace it used to run, in the same run.
 
     OMP_NUM_THREADS=1 python scripts/bench_model_runners.py [--batches 1,16,128,1024] [--rounds 3] [--calls 3000] [--compile]
-        [--models a,b] [--window-models gru,lru,delay_mlp] [--steps 3000]
+        [--models a,b] [--window-models gru,lru,delay_mlp,delay_mlp2,vpt_mix] [--steps 3000]
 
 For every shipped model (float64, CPU, one torch thread) and batch size, the thread CPU time per step of
 ``ModelStep.generate`` by each runner, in interleaved rounds (best of ``--rounds``; the machines are shared):
@@ -18,8 +18,8 @@ For every shipped model (float64, CPU, one torch thread) and batch size, the thr
 Ratios are the trace's time over each runner's (above 1: faster than the old runner). Also the largest
 difference of each runner's states from eager's after the timed steps.
 
-Then the one-step window models (``--window-models``; ``gru``, ``lru``, ``delay_mlp`` of the memory study's
-defaults, dim 2, random weights) at batch 1, the thread CPU µs per step of ``ModelStep.generate`` by torch eager
+Then the memory study's window models (``--window-models``: ``gru``, ``lru``, ``delay_mlp``, ``delay_mlp2``,
+``vpt_mix`` of its configurations, dim 2, random weights) at batch 1, the thread CPU µs per step of ``ModelStep.generate`` by torch eager
 and by the compiled runner, interleaved, best of ``--rounds``, and the ratio eager / compiled. For the GRU also
 a lean loop of the same weights written here as a user would (``lean_gru``: one numba function, the GRU and the
 readout by hand, the window shifted in place), timed in the same rounds: compiled / lean is what the package's
@@ -132,16 +132,43 @@ def lean_gru(model):
     return lambda x, n_steps, out: _run(x, n_steps, out, *arrays)
 
 
+#: the memory study's window models (``vpintegrator.studies.memory``), dim 2
+WINDOW_MODELS = {"gru": dict(name="gru"), "lru": dict(name="lru"), "delay_mlp": dict(name="delay_mlp"),
+                 "delay_mlp2": dict(name="delay_mlp", width=32, depth=2, increment="second"),
+                 "vpt_mix": dict(name="vpt", seq_len=4, n_blocks=4, L=4, positional="mixing")}
+
+
+def window_model(key: str):
+    """The model of ``WINDOW_MODELS[key]``, float64, its zero-initialised parts made random (small): the whole
+    network is computed."""
+    torch.manual_seed(0)
+    cfg = dict(WINDOW_MODELS[key])
+    model = vp.build_model(cfg.pop("name"), dim=2, **cfg).double().eval()
+    with torch.no_grad():
+        if key == "vpt_mix":
+            for p in model.parameters():
+                p.normal_(0.0, 0.02)
+        else:
+            out = model.out if key.startswith("delay_mlp") else model.readout.out
+            out.weight.normal_(0.0, 2e-4 if model.increment == "second" else 0.01)  # a second difference drifts
+    return model
+
+
+def gap(a: np.ndarray, b: np.ndarray) -> float:
+    """The largest difference, NaN where the two rollouts fail at different places (a failure is NaN)."""
+    same = np.isnan(a) == np.isnan(b)
+    return float(np.nanmax(np.abs(a - b), initial=0.0)) if same.all() else float("nan")
+
+
 def window_models(names: list[str], rounds: int, steps: int) -> None:
     """The window models at batch 1: eager / compiled, and for the GRU compiled / lean (module docstring)."""
-    print(f"\none-step window models at batch 1, dim 2, thread CPU µs per step, best of {rounds} interleaved rounds "
-          f"({steps} steps a round, eager {max(20, steps // 20)})")
+    print(f"\nthe memory study's window models at batch 1, dim 2, thread CPU µs per step, best of {rounds} "
+          f"interleaved rounds ({steps} steps a round, eager {max(20, steps // 20)})")
     for name in names:
-        torch.manual_seed(0)
-        model = vp.build_model(name, dim=2).double().eval()
-        with torch.no_grad():  # the zero-initialised output layer made random: the whole network is computed
-            (model.out if name == "delay_mlp" else model.readout.out).weight.normal_(0.0, 0.01)
-        x = np.random.default_rng(0).normal(size=(1, model.seq_len, 2)) * 0.3
+        model = window_model(name)
+        P = model.pred_window
+        rng = np.random.default_rng(0)  # a slow walk (the second difference of delay_mlp2 extrapolates it)
+        x = rng.normal(size=(1, 1, 2)) * 0.3 + np.cumsum(rng.normal(size=(1, model.seq_len, 2)), axis=1) * 1e-3
         eager, compiled = ModelStep(model, device="cpu", scalar_max_batch=0), ModelStep(model, device="cpu")
         eager.start(x, None)
         compiled.start(x, None)
@@ -150,8 +177,8 @@ def window_models(names: list[str], rounds: int, steps: int) -> None:
             continue
         packed = compiled._compiled
         timed = {"eager": lambda n: eager.generate(n), "compiled": lambda n: compiled.generate(n)}
-        kernel_out, kernel_ctx = np.empty((1, steps, 2)), np.ascontiguousarray(x.copy())
-        timed["kernel"] = lambda n: packed.run_rows(kernel_ctx, n, False, kernel_out)
+        kernel_out, kernel_ctx = np.empty((1, steps + P, 2)), np.ascontiguousarray(x.copy())
+        timed["kernel"] = lambda n: packed.run_rows(kernel_ctx, -(-n // P), False, kernel_out)
         lean = None
         if name == "gru" and len(model.grus) == 1 and len(model.readout.hidden) == 1 and model.increment == "first":
             lean = lean_gru(model)
@@ -172,11 +199,11 @@ def window_models(names: list[str], rounds: int, steps: int) -> None:
                 fn(n)
                 best[k] = min(best[k], (time.thread_time() - tic) / n)
         want = rollout(eager, x, 0.1, 300).y  # the same 300 steps by each
-        diffs = {"compiled": float(np.abs(rollout(compiled, x, 0.1, 300).y - want).max())}
+        diffs = {"compiled": gap(rollout(compiled, x, 0.1, 300).y, want)}
         if lean is not None:
             lean_x[:] = x[0]
             lean(lean_x, 300 - model.seq_len + 1, lean_out)
-            diffs["lean"] = float(np.abs(lean_out[: 301 - model.seq_len] - want[0, model.seq_len :]).max())
+            diffs["lean"] = gap(lean_out[: 301 - model.seq_len], want[0, model.seq_len :])
         cells = "  ".join(f"{k} {sec * 1e6:8.2f}" for k, sec in best.items())
         ratios = f"eager/compiled {best['eager'] / best['compiled']:6.1f}x"
         if lean is not None:
@@ -193,7 +220,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--models", default=",".join(MODELS), type=lambda s: [v for v in s.split(",") if v],
                         help="shipped models ('' for none)")
-    parser.add_argument("--window-models", default="gru,lru,delay_mlp",
+    parser.add_argument("--window-models", default=",".join(WINDOW_MODELS),
                         type=lambda s: [v for v in s.split(",") if v], help="one-step window models ('' for none)")
     parser.add_argument("--steps", type=int, default=3000, help="steps per timed round of the window models")
     parser.add_argument("--calls", type=int, default=3000, help="trajectory-calls per timed round")
