@@ -105,14 +105,15 @@ GRADIENTS = {COUPLED_OSCILLATOR: (coupled_oscillator_potential_gradient, coupled
 
 
 @jit
-def _put3(f, out):
-    out[0], out[1], out[2] = f[0], f[1], f[2]
+def _put(f, out):
+    for i in range(len(f)):
+        out[i] = f[i]
 
 
 @jit
-def _put33(J, out):
-    for i in range(3):
-        for j in range(3):
+def _put_rows(J, out):
+    for i in range(len(J)):
+        for j in range(len(J)):
             out[i, j] = J[i][j]
 
 
@@ -121,41 +122,38 @@ def _put33(J, out):
 def _shipped_vector_field(kid, p, y, out):
     """``f(y)`` of shipped system ``kid`` (an integer) with parameters ``p`` into ``out``; y, out (dim,)."""
     if kid == RIGID_BODY:
-        _put3(rigid_body_field(p, (y[0], y[1], y[2])), out)
+        _put(rigid_body_field(p, (y[0], y[1], y[2])), out)
     elif kid == COUPLED_OSCILLATOR:
-        out[0], out[1], out[2], out[3] = coupled_oscillator_field(p, (y[0], y[1], y[2], y[3]))
+        _put(coupled_oscillator_field(p, (y[0], y[1], y[2], y[3])), out)
     elif kid == VOLTERRA:
-        _put3(volterra_field(p, (y[0], y[1], y[2])), out)
+        _put(volterra_field(p, (y[0], y[1], y[2])), out)
     elif kid == RIGID_BODY_EXP:
-        _put3(rigid_body_exp_field(p, (y[0], y[1], y[2])), out)
+        _put(rigid_body_exp_field(p, (y[0], y[1], y[2])), out)
     elif kid == LEARNED_FIELD:
         learned_vector_field(p, y, out)
     elif kid == LIBRARY_FIELD:
         library_vector_field(p, y, out)
     else:  # ABC_FLOW
-        _put3(abc_flow_field(p, (y[0], y[1], y[2])), out)
+        _put(abc_flow_field(p, (y[0], y[1], y[2])), out)
 
 
 @jit
 def _shipped_jacobian(kid, p, y, out):
     """``df/dy`` of shipped system ``kid`` (an integer) into ``out`` (dim, dim), ``out[i, j] = d f_i / d y_j``."""
     if kid == RIGID_BODY:
-        _put33(rigid_body_jacobian(p, (y[0], y[1], y[2])), out)
+        _put_rows(rigid_body_jacobian(p, (y[0], y[1], y[2])), out)
     elif kid == COUPLED_OSCILLATOR:
-        J = coupled_oscillator_jacobian(p, (y[0], y[1], y[2], y[3]))
-        for i in range(4):
-            for j in range(4):
-                out[i, j] = J[i][j]
+        _put_rows(coupled_oscillator_jacobian(p, (y[0], y[1], y[2], y[3])), out)
     elif kid == VOLTERRA:
-        _put33(volterra_jacobian(p, (y[0], y[1], y[2])), out)
+        _put_rows(volterra_jacobian(p, (y[0], y[1], y[2])), out)
     elif kid == RIGID_BODY_EXP:
-        _put33(rigid_body_exp_jacobian(p, (y[0], y[1], y[2])), out)
+        _put_rows(rigid_body_exp_jacobian(p, (y[0], y[1], y[2])), out)
     elif kid == LEARNED_FIELD:
         learned_jacobian(p, y, out)
     elif kid == LIBRARY_FIELD:
         library_jacobian(p, y, out)
     else:  # ABC_FLOW
-        _put33(abc_flow_jacobian(p, (y[0], y[1], y[2])), out)
+        _put_rows(abc_flow_jacobian(p, (y[0], y[1], y[2])), out)
 
 
 def _field_into(kid, p, y, out):  # pragma: no cover - compiled code only (the overloads below)
@@ -191,19 +189,6 @@ if HAVE_NUMBA:  # pragma: no branch - without numba the kernels are never run
     overload(_jacobian_into, strict=False)(_dispatch(_shipped_jacobian, 2))
 else:  # pragma: no cover
     _field_into, _jacobian_into = _shipped_vector_field, _shipped_jacobian
-
-
-@jit
-def _put(f, out):
-    for i in range(len(f)):
-        out[i] = f[i]
-
-
-@jit
-def _put_rows(J, out):
-    for i in range(len(J)):
-        for j in range(len(J)):
-            out[i, j] = J[i][j]
 
 
 @jit
