@@ -2,7 +2,7 @@
 """How ModelStep runs a model, timed against the TorchScript trace it used to run, in the same run.
 
     OMP_NUM_THREADS=1 python scripts/bench_model_runners.py [--batches 1,16,128,1024] [--rounds 3] [--calls 3000] [--compile]
-        [--models a,b] [--window-models gru,lru,delay_mlp,delay_mlp2,vpt_mix] [--steps 3000]
+        [--models a,b] [--window-models gru,lru,delay_mlp,delay_mlp2,vpt_mix,delay_vpff] [--steps 3000]
 
 For every shipped model (float64, CPU, one torch thread) and batch size, the thread CPU time per step of
 ``ModelStep.generate`` by each runner, in interleaved rounds (best of ``--rounds``; the machines are shared):
@@ -18,8 +18,9 @@ For every shipped model (float64, CPU, one torch thread) and batch size, the thr
 Ratios are the trace's time over each runner's (above 1: faster than the old runner). Also the largest
 difference of each runner's states from eager's after the timed steps.
 
-Then the memory study's window models (``--window-models``: ``gru``, ``lru``, ``delay_mlp``, ``delay_mlp2``,
-``vpt_mix`` of its configurations, dim 2, random weights) at batch 1, the thread CPU µs per step of ``ModelStep.generate`` by torch eager
+Then the window models of the memory and partial-observation studies (``--window-models``: ``gru``, ``lru``,
+``delay_mlp``, ``delay_mlp2``, ``vpt_mix``, ``delay_vpff`` of their configurations at T = 4, dim 2, random weights)
+at batch 1, the thread CPU µs per step of ``ModelStep.generate`` by torch eager
 and by the compiled runner, interleaved, best of ``--rounds``, and the ratio eager / compiled. For the GRU also
 a lean loop of the same weights written here as a user would (``lean_gru``: one numba function, the GRU and the
 readout by hand, the window shifted in place), timed in the same rounds: compiled / lean is what the package's
@@ -132,10 +133,11 @@ def lean_gru(model):
     return lambda x, n_steps, out: _run(x, n_steps, out, *arrays)
 
 
-#: the memory study's window models (``vpintegrator.studies.memory``), dim 2
-WINDOW_MODELS = {"gru": dict(name="gru"), "lru": dict(name="lru"), "delay_mlp": dict(name="delay_mlp"),
-                 "delay_mlp2": dict(name="delay_mlp", width=32, depth=2, increment="second"),
-                 "vpt_mix": dict(name="vpt", seq_len=4, n_blocks=4, L=4, positional="mixing")}
+#: the window models of the memory and partial-observation studies (their configurations at T = 4), dim 2
+WINDOW_MODELS = {"gru": dict(name="gru"), "lru": dict(name="lru"), "delay_mlp": dict(name="delay_mlp", seq_len=4),
+                 "delay_mlp2": dict(name="delay_mlp", seq_len=4, width=32, depth=2, increment="second"),
+                 "vpt_mix": dict(name="vpt", seq_len=4, n_blocks=4, L=4, positional="mixing"),
+                 "delay_vpff": dict(name="delay_vpff", seq_len=4, n_blocks=4)}
 
 
 def window_model(key: str):
@@ -145,9 +147,9 @@ def window_model(key: str):
     cfg = dict(WINDOW_MODELS[key])
     model = vp.build_model(cfg.pop("name"), dim=2, **cfg).double().eval()
     with torch.no_grad():
-        if key == "vpt_mix":
-            for p in model.parameters():
-                p.normal_(0.0, 0.02)
+        if key in ("vpt_mix", "delay_vpff"):  # small: a random volume-preserving map's rollouts grow
+            for n, p in model.named_parameters():
+                p.normal_(0.0, 0.002 if "bias" in n else 0.02)
         else:
             out = model.out if key.startswith("delay_mlp") else model.readout.out
             out.weight.normal_(0.0, 2e-4 if model.increment == "second" else 0.01)  # a second difference drifts
@@ -162,7 +164,7 @@ def gap(a: np.ndarray, b: np.ndarray) -> float:
 
 def window_models(names: list[str], rounds: int, steps: int) -> None:
     """The window models at batch 1: eager / compiled, and for the GRU compiled / lean (module docstring)."""
-    print(f"\nthe memory study's window models at batch 1, dim 2, thread CPU µs per step, best of {rounds} "
+    print(f"\nthe studies' window models at batch 1, dim 2, thread CPU µs per step, best of {rounds} "
           f"interleaved rounds ({steps} steps a round, eager {max(20, steps // 20)})")
     for name in names:
         model = window_model(name)

@@ -100,8 +100,31 @@ def test_vpt_mix_runs_compiled_and_equals_torch(kw):
     assert np.abs(got - want).max() <= 1e-12
 
 
+@pytest.mark.parametrize("overlap", [False, True])
+@pytest.mark.parametrize("kw", [dict(dim=2, seq_len=2), dict(dim=3, seq_len=4, n_blocks=2, n_linear=2, activation="silu")])
+def test_delay_vpff_runs_compiled_and_equals_torch(kw, overlap):
+    # the VPFF on the delay vector: in-place triangular layers on the window's features, the next window out
+    from vpintegrator.rollout import ModelStep, rollout
+
+    torch.manual_seed(0)
+    model = build_model("delay_vpff", **kw).double().eval()
+    with torch.no_grad():  # small: a random volume-preserving map's rollouts grow
+        for n, p in model.named_parameters():
+            p.normal_(0.0, 0.002 if "bias" in n else 0.02)
+    packed = cm.pack(model)
+    assert packed is not None
+    x = windows(5, model)
+    with torch.inference_mode():
+        np.testing.assert_allclose(packed.forward(x), model(torch.as_tensor(x)).numpy(), rtol=0, atol=1e-13)
+    compiled = ModelStep(model, device="cpu", overlap=overlap)
+    eager = ModelStep(model, device="cpu", scalar_max_batch=0, overlap=overlap)
+    got, want = rollout(compiled, x[:2], 0.1, 40).y, rollout(eager, x[:2], 0.1, 40).y
+    assert compiled.describe()["runner"] == "numba" and np.isfinite(want).all()
+    assert np.abs(got - want).max() <= 1e-12
+
+
 def test_a_model_the_runner_cannot_take_runs_in_torch():
-    # a subclass may change the formula (packers are for exact classes); delay_vpff has no packer
+    # a subclass may change the formula (packers are for exact classes); so may a symmetric delay_vpff
     from vpintegrator.rollout import ModelStep, rollout
 
     class Shifted(GRUWindow):
@@ -110,6 +133,8 @@ def test_a_model_the_runner_cannot_take_runs_in_torch():
 
     torch.manual_seed(0)
     for model in (Shifted(2, 3).double(), build_model("delay_vpff", dim=2, seq_len=2).double()):
+        if hasattr(model, "net"):  # its VPFF made the symmetric composition (no packed form)
+            model.net.config["symmetric"] = True
         assert cm.pack(model) is None
         step = ModelStep(model.eval(), device="cpu")
         w0 = windows(1, model, seed=3)

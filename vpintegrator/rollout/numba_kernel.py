@@ -32,7 +32,8 @@ OP_FEATURES, OP_DENSE, OP_GRU, OP_LRU, OP_INCREMENT = 9, 10, 11, 12, 13
 #: the VPT's positional "mixing": a linear shear across the window's positions
 OP_POSITION_MIXING = 14
 OP_WIDTH = 8
-#: added to OP_DENSE's activation code: add the layer's output into its destination instead of writing it
+#: added to OP_DENSE's activation code: add the layer's output into its destination instead of writing it;
+#: 8·LOWER or 8·UPPER more: W strictly lower or upper, in place (the rows in the order no row reads an updated one)
 ADD = 4
 #: activation name -> code in the kernel
 ACTIVATIONS = {"identity": 0, "tanh": 1, "sigmoid": 2, "silu": 3}
@@ -297,19 +298,24 @@ def _rollout_rows(ctx, n_calls, adv, params, ops, out):
                             for c in range(D):
                                 fv[dst + t * D + c] = x[t, c]
                     elif code == 10:
-                        # ---- OP_DENSE: fv[dst:dst+m] = σ(W fv[src:src+n] + b), W (m, n); act ≥ ADD: += instead
+                        # ---- OP_DENSE: fv[dst:dst+m] = σ(W fv[src:src+n] + b), W (m, n); act ≥ ADD: += instead;
+                        # act // 8 = LOWER / UPPER: only W's strict triangle, rows last to first / first to last
                         n_in = ops[k, 3]
                         n_out = ops[k, 4]
                         w_off = ops[k, 5]
                         b_off = ops[k, 6]
-                        act = ops[k, 7]
+                        tri = ops[k, 7] // 8
+                        act = ops[k, 7] % 8
                         f_in = fv[ops[k, 1] : ops[k, 1] + n_in]
                         f_out = fv[ops[k, 2] : ops[k, 2] + n_out]
                         f_w = params[w_off : w_off + n_out * n_in].reshape((n_out, n_in))
                         f_b = params[max(b_off, 0) : max(b_off, 0) + n_out]
-                        for i in range(n_out):
+                        for ii in range(n_out):
+                            i = n_out - 1 - ii if tri == 1 else ii
+                            lo = i + 1 if tri == 2 else 0
+                            hi = i if tri == 1 else n_in
                             acc = 0.0
-                            for j in range(n_in):
+                            for j in range(lo, hi):
                                 acc += f_w[i, j] * f_in[j]
                             if b_off >= 0:
                                 acc += f_b[i]
@@ -412,8 +418,14 @@ def _rollout_rows(ctx, n_calls, adv, params, ops, out):
                                 f_out[i] = _sigma(acc - acc2 + f_d[i] * f_u[t, i], act)
                     else:
                         # ---- OP_INCREMENT: the next state x_T = base + fv[src : src + D] into the window's
-                        # first row; base = x_{T−1} (ops[k, 2] = 0) or 2 x_{T−1} − x_{T−2}
+                        # first row; base = x_{T−1} (ops[k, 2] = 0) or 2 x_{T−1} − x_{T−2} (1); ops[k, 2] = 2:
+                        # the whole next window, fv[src : src + T·D] row after row
                         src = ops[k, 1]
+                        if ops[k, 2] == 2:
+                            for t in range(T):
+                                for c in range(D):
+                                    x[t, c] = fv[src + t * D + c]
+                            continue
                         for c in range(D):
                             if ops[k, 2] != 0:
                                 x[0, c] = (2.0 * x[T - 1, c] - x[T - 2, c]) + fv[src + c]

@@ -1,7 +1,7 @@
 """The paper architectures (VPFF, VPT, standard transformer; the VPFF/VPT plain or symmetric), the Lie–Poisson
 networks (``lpnet``, ``lp_transformer``, plain or symmetric), the symplectic ones (LA-SympNet, G-SympNet,
-symplectic transformer) and the one-step window models (``gru``, ``lru``, ``delay_mlp``) as one numba kernel
-with the weights as arrays.
+symplectic transformer) and the memory study's window models (``gru``, ``lru``, ``delay_mlp``, ``delay_vpff``,
+and ``vpt_mix``, the VPT's positional mixing) as one numba kernel with the weights as arrays.
 
 At batch 1 a forward pass of the paper models is a few hundred flops on a (seq 3, dim 3) window: torch's
 per-operation overhead (≈ 5 µs per op) is the whole cost. Here a model is *packed* into
@@ -16,7 +16,7 @@ and run by a single ``@njit(cache=True)`` interpreter, ``vpintegrator.rollout.nu
 (in ``vpintegrator.rollout.numba_kernel``; this module packs and calls it), that iterates the model for
 many calls without returning to Python (one function body: numba increfs every array handed to a helper,
 which cost a third of the time at ~1 µs per call). Because the weights and the layer layout are arguments, not
-constants, the one compiled kernel serves every weight set and every configuration of the eleven
+constants, the one compiled kernel serves every weight set and every configuration of the twelve
 architectures (any dim, seq_len, n_blocks, n_linear, L, heads, activations, skew or arbitrary
 attention, both multi-head forms, ``symmetric`` of the VPFF/VPT; any n_layers, width, L, seq_len and
 ``symmetric`` of the Lie–Poisson networks; any depth, nhidden, n_layers, upscaling, L, n_sympnet,
@@ -71,13 +71,17 @@ Layers (one op each; z a state, a row of the window X (seq, dim)):
 The one-step window models (``pred_window = 1``: [`GRUWindow`][vpintegrator.models.GRUWindow],
 [`LRUWindow`][vpintegrator.models.LRUWindow], [`DelayMLP`][vpintegrator.models.DelayMLP], so also ``delay_mlp2``,
 its ``increment = "second"``) compute on a flat *feature vector* (its slots reserved by ``Packer.features``) and
-leave the next state in the window's first row, which the kernel's overlapping-window path (advance 1) keeps:
+leave the next state in the window's first row, which the kernel's overlapping-window path (advance 1) keeps;
+[`DelayVolumeNet`][vpintegrator.models.DelayVolumeNet] (``delay_vpff``, the VPFF on the delay vector) runs its
+triangular layers in place on the window's features and writes them back as the next window:
 
 ``OP_FEATURES``
     The window, row after row, into the feature vector (first op; field 1 is the vector's length).
 ``OP_DENSE``
     An ``nn.Linear`` and σ on features, h ↦ σ(W h + b), written to new features or (σ code + ``ADD``) added
-    into existing ones (the LRU blocks' skip connection u ← u + W σ(y) + b).
+    into existing ones (the LRU blocks' skip connection u ← u + W σ(y) + b); σ code + ``ADD`` + 8·``LOWER``
+    (``UPPER``): z ↦ z + σ(W z + b) in place, W strictly lower (upper), the rows in the order that reads
+    no updated component (``delay_vpff``'s layers).
 ``OP_GRU``
     One GRU layer (``vpintegrator.nn.recurrent.GRULayer``, ``torch.nn.GRU``'s equations) over the T
     positions from h = 0, every hidden state kept (the next layer's inputs).
@@ -86,11 +90,13 @@ leave the next state in the window's first row, which the kernel's overlapping-w
     with the powers γ λ^j (j < T) computed once by the layer's own ``_powers``, y_t = Re(C h_t) + D ⊙ u_t; every
     position, or the last only (the last block).
 ``OP_INCREMENT``
-    The next state: the readout's output added to x_{T−1} or to 2 x_{T−1} − x_{T−2}.
+    The next state: the readout's output added to x_{T−1} or to 2 x_{T−1} − x_{T−2}; or (mode 2) the T·dim
+    features as the next window.
 
 Each window is read afresh from a zero hidden state, as the torch model does (the recurrence is inside a call,
-not carried between calls). ``delay_vpff`` (a VPFF on the delay vector) and a subclass of these models have no
-packer: they run in torch, and ``ModelStep.describe()["runner"]`` says so. Measured at batch 1 on a loaded 2-core
+not carried between calls). A subclass of these models, a symmetric ``delay_vpff`` and the VPT's
+``positional = "feedforward"`` have no packed form: they run in torch, and ``ModelStep.describe()["runner"]``
+says so (``"eager"``). Measured at batch 1 on a loaded 2-core
 machine (``scripts/bench_model_runners.py --models ''``, dim 2, the memory study's default sizes): the GRU
 3.1 µs per step against 167 µs eager and 2.8 µs for a lean numba loop of the same weights written in the
 benchmark (1.09×), the LRU 2.3 µs against 239 µs, ``delay_mlp`` 1.25 µs against 66 µs.
@@ -584,6 +590,29 @@ def _window_model(pk: Packer, model: Any, dim: int) -> None:
     _same_dim(model, dim)
 
 
+def _delay_vpff(pk: Packer, model: Any, dim: int) -> None:
+    """``delay_vpff`` (``vpintegrator.models.delay.DelayVolumeNet``): its VPFF on the delay vector (dimension
+    T·dim) as in-place triangular ``OP_DENSE`` ops on the window's features, then the features as the next window."""
+    from ..nn.feedforward import VolumePreservingLowerLayer, VolumePreservingUpperLayer
+
+    net, T = model.net, model.seq_len
+    n = T * dim
+    if net.symmetric or net.dim != n:
+        raise Unsupported("symmetric delay_vpff")
+    x_off = pk.features(n)
+    pk.op(OP_FEATURES, 0, x_off)
+    for layer in net.window_chain():
+        kind = type(layer)
+        if kind not in (VolumePreservingLowerLayer, VolumePreservingUpperLayer) or layer.activation not in ACTIVATIONS:
+            raise Unsupported(f"{kind.__name__} in delay_vpff")
+        tri = LOWER if kind is VolumePreservingLowerLayer else UPPER
+        w_off = pk.add(layer.matrix())
+        b_off = -1 if layer.bias is None else pk.add(layer.bias)
+        pk.op(OP_DENSE, x_off, x_off, n, n, w_off, b_off, ACTIVATIONS[layer.activation] + ADD + 8 * tri)
+    pk.op(OP_INCREMENT, x_off, 2)
+    _same_dim(model, dim)
+
+
 def _shipped() -> None:
     """Register the packers of the package's layers and model families (once, on first use: it imports
     torch). A new family made of these layers needs none (its ``window_chain()`` is walked)."""
@@ -593,6 +622,7 @@ def _shipped() -> None:
     _SHIPPED = True
     from ..models import (
         DelayMLP,
+        DelayVolumeNet,
         GRUWindow,
         GSympNet,
         LRUWindow,
@@ -630,6 +660,7 @@ def _shipped() -> None:
         (GRUWindow, _window_model, False),
         (LRUWindow, _window_model, False),
         (DelayMLP, _window_model, False),
+        (DelayVolumeNet, _delay_vpff, False),
     ]
     for cls, fn, subclasses in shipped:
         _PACKERS.setdefault(cls, (fn, subclasses))  # a user's registration made earlier wins
@@ -649,7 +680,8 @@ def pack(model) -> CompiledModel | None:
         [`LASympNet`][vpintegrator.models.LASympNet], [`GSympNet`][vpintegrator.models.GSympNet] or
         [`SymplecticTransformer`][vpintegrator.models.SymplecticTransformer], the window models
         [`GRUWindow`][vpintegrator.models.GRUWindow], [`LRUWindow`][vpintegrator.models.LRUWindow],
-        [`DelayMLP`][vpintegrator.models.DelayMLP]; any dtype: the weights are read
+        [`DelayMLP`][vpintegrator.models.DelayMLP], [`DelayVolumeNet`][vpintegrator.models.DelayVolumeNet]; any
+        dtype: the weights are read
         as float64), any class with a packer (``register_packer``), or any model whose ``window_chain()``
         consists of modules with packers (a user's model made of the package's layers).
 
@@ -659,8 +691,8 @@ def pack(model) -> CompiledModel | None:
         None without numba, for a model without a packer or ``window_chain()``, unknown activations,
         softmaxes or layer kinds (the ST's up/downscaling layers of ``transformer_dim ≠ dim``, the ST's
         matrix-softmax attention, a layer replaced by another module, a subclass of a symplectic layer or of a
-        window model), or a pred_window other than seq_len (except 1 for the window models ``gru``, ``lru``,
-        ``delay_mlp``): the model then runs in torch, as its callers check the kernel
+        window model, a symmetric ``delay_vpff``), or a pred_window other than seq_len (except 1 for the window
+        models ``gru``, ``lru``, ``delay_mlp``): the model then runs in torch, as its callers check the kernel
         against it anyway ([`compiled_model`][vpintegrator.rollout.steps.compiled_model]). Nothing is
         compiled here (the kernel compiles, or loads from numba's cache, on the first call;
         ``compile_kernels`` does it ahead).
