@@ -7,6 +7,7 @@ import contextlib
 import importlib.util
 import io
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -57,6 +58,9 @@ def test_quick_run_writes_a_verdict_and_a_table(quick_run):
     assert rows["vpt"]["n_seeds"] == 2 and lo <= float(rows["vpt"]["mean_nrmse"]) <= hi
     assert rows["rk4"]["seconds_per_step"] > 0 and rows["vpt"]["seconds_per_step"] > 0
     assert "| method | kind | final rel. error | mean NRMSE |" in (out / "compare.md").read_text()
+    # the work–precision ladder with the learned rows on it: the equal-cost section and its figure
+    assert "### At equal cost" in (out / "compare.md").read_text()
+    assert problem["figures"] and all(Path(f).is_file() for f in problem["figures"])
 
 
 def test_quick_run_trains_on_a_step_budget_and_holds_out_its_test_conditions(quick_run):

@@ -58,7 +58,7 @@ HPARAMS = {"vpt": {"seq_len": 2, "n_blocks": 1, "L": 2}, "st": {"seq_len": 2, "n
            "g_sympnet": {"n_layers": 2}}
 #: the dry run's estimate: CPU seconds per optimiser step (batch 64, these sizes), per training's set-up, per
 #: problem's generation and rollouts (measured on one core of the machine that wrote this module)
-CPU_BASIS = {"step": 0.012, "training": 1.5, "problem": 8.0}
+CPU_BASIS = {"step": 0.005, "training": 1.0, "problem": 10.0}
 #: the tolerance of the structure measured on samples (relative to the Jacobian's size)
 STRUCTURE_RTOL = 1e-8
 
@@ -392,15 +392,22 @@ def _compare_one(plan: ComparePlan, p: Problem, log: Any) -> dict[str, Any]:
     if IDENTITY in rows:
         table.append(_identity(list(by_label.values())))
     equal_cost: list[str] = []
-    if classical and runs:
-        from .work_precision import equal_cost_section
+    figures: list[str] = []
+    if classical and runs:  # the ladder, each classical method at the learned rows' cost, and its figure
+        import matplotlib.pyplot as plt
+
+        from ..plotting import plot_work_precision, save_figure
         from ..rollout.precision import run_work_precision
+        from .work_precision import equal_cost_section
 
         csv, _, _ = run_work_precision(dataclasses.replace(config, n_traj=min(4, plan.n_test)), overwrite=True)
         equal_cost = equal_cost_section(csv)
+        fig = plot_work_precision(csv)
+        figures = [str(f) for f in save_figure(fig, folder / "work_precision", overwrite=True)]
+        plt.close(fig)
     record = {"problem": p.source, "label": p.label, "dim": p.dim, "dt": p.dt, "equations": p.has_equations,
               "structure": list(p.structure), "rows": table, "rollout": str(report.out), "notes": list(report.notes),
-              "train_file": train, "test_file": test}
+              "train_file": train, "test_file": test, "figures": figures}
     record["verdict"] = verdict(p.label, table)
     return record | {"equal_cost": equal_cost}
 
@@ -433,14 +440,15 @@ def _markdown(records: list[dict]) -> str:
     for rec in records:
         body = [[r["method"], r["kind"], f(r["final_rel_error"]), f(r["mean_nrmse"])
                  + (f" [{f(r['mean_nrmse_range'][0])}, {f(r['mean_nrmse_range'][1])}]" if r.get("mean_nrmse_range") else ""),
-                 f(r["vpt"]), f(r["vs_identity"]), f(r["seconds_per_step"]), r["failed"]] for r in rec["rows"]]
+                 f(r["vpt"]), f(r["vs_identity"]), f(r["seconds_per_step"]), f(r.get("train_cpu_s")), r["failed"]]
+                for r in rec["rows"]]
         lines += [f"## {rec['label']}", "", f"Held-out conditions ({Path(rec['test_file']).name}); reference: "
                   f"{'the exact flow' if rec['equations'] else 'the data'}; structure measured: "
                   f"{', '.join(rec['structure']) or 'none'}. Learned rows: median [min, max] over seeds. NRMSE: "
                   "mean over the horizon against each component's spread (vp-rollout's rule); VPT: valid-prediction horizon "
-                  "(time units); CPU s/step: one step of the whole batch, warm.", "",
+                  "(time units); CPU s/step: one step of the whole batch, warm; training: CPU s of all its seeds.", "",
                   *md_table(["method", "kind", "final rel. error", "mean NRMSE", "VPT horizon", "vs identity",
-                             "CPU s/step", "failed"], body), "", *rec["notes"], "", *rec["equal_cost"]]
+                             "CPU s/step", "training CPU s", "failed"], body), "", *rec["notes"], "", *rec["equal_cost"]]
     return "\n".join(lines) + "\n"
 
 
