@@ -325,3 +325,83 @@ def test_fine_tuning_keeps_the_coordinates_of_the_model_it_starts_from(offset_ri
     assert "from init_from" in tuned.model.trained_on["normalisation"]["reason"]
     with pytest.raises(VPIntegratorError, match="steps in normalised coordinates"):
         vp.fit(dict(cfg, init_from=str(tmp_path / "first"), normalise="off", out=str(tmp_path / "off")))
+
+
+# -- periodic components: every call on its wrapped window ---------------------------------------------------------
+
+TAU = 2 * np.pi
+
+
+def _periodic_norm(states: np.ndarray) -> Normalisation:
+    return fit_normalisation(states, "affine", [TAU, 0.0, TAU])
+
+
+def test_window_shift_takes_the_last_state_into_one_period_and_is_the_same_in_numpy_and_torch():
+    """K moves the raw last state into (−π, π] in the periodic components (0, 2), by whole periods, and moves
+    nothing in the other; the moments are those of the wrapped states; the record carries the periods."""
+    states = _states(3, offset=0.0) * 40.0 + 300.0  # ~48 turns out, spread over several periods
+    norm = _periodic_norm(states)
+    assert norm.wraps and norm.period == (TAU, 0.0, TAU)
+    assert abs(norm.shift[0]) < np.pi and norm.shift[1] == pytest.approx(states[..., 1].mean())  # x, z wrapped
+    last = norm.to_model(states.reshape(-1, 3))
+    k = norm.window_shift(last)
+    raw = (last - k) / np.asarray(norm.scale) + np.asarray(norm.shift)
+    assert (np.abs(raw[:, [0, 2]]) <= np.pi + 1e-9).all() and np.array_equal(k[:, 1], np.zeros(len(k)))
+    turns = k[:, [0, 2]] / (np.asarray(norm.scale)[[0, 2]] * TAU)
+    np.testing.assert_allclose(turns, np.round(turns), atol=1e-9)
+    np.testing.assert_array_equal(norm.window_shift(torch.as_tensor(last)).numpy(), k)
+    assert Normalisation.from_record(norm.record()) == norm
+    assert "period" not in fit_normalisation(states, "affine").record()
+
+
+def test_a_wrapped_call_commutes_with_whole_turns_and_keeps_volume():
+    """Φ̃(X + turns) = Φ̃(X) + turns (the flow of a periodic field does), and det DΦ̃ = 1 for a VPFF."""
+    torch.manual_seed(0)
+    model = build_model("vpff", dim=3, n_blocks=2).double()
+    norm = _periodic_norm(_states(3, offset=0.0) * 3.0)
+    call = norm.call(model)
+    x = torch.as_tensor(norm.to_model(_states(3, offset=0.0)[:, :1]))
+    turn = torch.tensor([5 * TAU, 0.0, -3 * TAU], dtype=torch.float64) * torch.tensor(norm.scale, dtype=torch.float64)
+    with torch.no_grad():
+        np.testing.assert_allclose(call(x + turn), call(x) + turn, rtol=0, atol=1e-12)
+        assert not torch.allclose(model(x + turn), model(x) + turn)  # the bare model does not
+    jac = torch.autograd.functional.jacobian(lambda w: call(w.view(1, 1, 3)).reshape(-1), (x[0] + 3 * turn).reshape(-1))
+    assert abs(float(torch.linalg.det(jac)) - 1.0) < 1e-12
+
+
+def test_training_and_every_runner_wrap_the_windows(tmp_path):
+    """vp-train's windows on periodic data (normalise on) are wrapped (the model file says so), and the numba
+    runner, torch eager, the device engine and the training loop's iterate_windows step the same wrapped map."""
+    pytest.importorskip("numba")
+    from vpintegrator.stepping import iterate_windows
+
+    system = vp.get_system("abc_flow")
+    y0 = 40 * TAU + np.random.default_rng(0).uniform(0, TAU, (6, 3))
+    traj = integrate(system, y0, 0.1, 60, method="rk4")
+    traj.meta["periodic"] = [TAU, TAU, TAU]
+    data = write_trajectories(tmp_path / "abc.h5", traj)
+    vp.fit(dict(data=[str(data)], model={"name": "vpt", "seq_len": 2, "L": 2, "n_blocks": 1}, epochs=2,
+                batch_size=32, dtype="float64", normalise="on", out=str(tmp_path / "run")))
+    model = load_model(tmp_path / "run")
+    norm = model_normalisation(model)
+    assert norm is not None and norm.period == (TAU, TAU, TAU)
+    window0 = traj.y[:, :2]
+    fast, eager = ModelStep(model, device="cpu"), ModelStep(model, device="cpu", scalar_max_batch=0)
+    a, b = rollout(fast, window0, 0.1, 12).y, rollout(eager, window0, 0.1, 12).y
+    assert fast.describe()["runner"] == "numba" and np.isfinite(a).all()
+    np.testing.assert_allclose(a, b, rtol=1e-10, atol=0)  # (the kernel agrees with torch to ~1e-12 a call)
+    np.testing.assert_allclose(_device_engine_states(model, window0, 12, "cpu"), b, rtol=1e-12, atol=0)
+    with torch.no_grad():
+        parts = iterate_windows(model, torch.as_tensor(norm.to_model(window0)), 5, shift=norm.window_shift)
+    np.testing.assert_allclose(norm.from_model(torch.cat(parts, 1).numpy())[:, :10], b[:, 2:12], rtol=1e-12, atol=0)
+    # the bare model on the unwrapped coordinates (40 turns out) is another map
+    with torch.no_grad():
+        bare = norm.from_model(model(torch.as_tensor(norm.to_model(window0))).numpy())
+    assert np.abs(bare - b[:, 2:4]).max() > 1e-6
+
+
+def test_a_lie_poisson_model_takes_no_wrapping():
+    with pytest.raises(VPIntegratorError, match="rule 'uniform'"):
+        Normalisation("uniform", (0.0,) * 3, (1.0,) * 3, (TAU, 0.0, 0.0))
+    norm = fit_normalisation(_states(3), "uniform", [TAU, 0.0, 0.0])
+    assert not norm.wraps

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -122,6 +122,9 @@ class WindowDataset(torch.utils.data.Dataset):
         Distance between consecutive starts.
     traj_indices : array of int, shape (n_sel,), optional
         Trajectories this dataset uses (default all).
+    shift : callable, optional
+        A window's last input states (batch, dim) -> a translation K (batch, dim) taken off the whole window,
+        input and target (a periodic normalisation's ``window_shift``: the model sees each window wrapped).
     """
 
     #: set by __init__ (declared for type checkers)
@@ -137,6 +140,7 @@ class WindowDataset(torch.utils.data.Dataset):
         pred_window: int,
         stride: int = 1,
         traj_indices: Sequence[int] | np.ndarray | torch.Tensor | None = None,
+        shift: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> None:
         if not isinstance(y, torch.Tensor) or y.ndim != 3:
             shape = tuple(y.shape) if hasattr(y, "shape") else type(y).__name__
@@ -152,6 +156,7 @@ class WindowDataset(torch.utils.data.Dataset):
                 "of the data; use shorter windows or longer trajectories", key="seq_len"
             )
         self.y = y
+        self.shift = shift
         self.seq_len = int(seq_len)
         self.pred_window = int(pred_window)
         self.stride = int(stride)
@@ -203,6 +208,8 @@ class WindowDataset(torch.utils.data.Dataset):
         """
         rows = self.first_rows(index)[:, None] + self._offsets  # (batch, span)
         w = self._flat.index_select(0, rows.reshape(-1)).view(rows.shape[0], -1, self.dim)  # (batch, span, dim)
+        if self.shift is not None:
+            w = w - self.shift(w[:, self.seq_len - 1])[:, None]
         return w[:, : self.seq_len], w[:, self.seq_len :]
 
     def __getitem__(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -21,6 +21,16 @@ the rule its structure admits (``model.preserves``, [`model_preserves`][vpintegr
   a = 1/RMS(x). ‖y‖² = a²‖x‖² keeps the Casimir's level sets, and the bracket, linear in z, only changes
   by the factor a (a Poisson map stays one); a shift or per-component scales would break both.
 
+Periodic components (the data's or the system's ``periodic``, ``vpintegrator.data.trajectories.state_periods``):
+under ``affine`` and ``symplectic`` the moments are fitted on the states wrapped to (−P/2, P/2], and every model
+call on a window X is X ↦ Φ(X − K) + K with K the whole periods that take X's last state into (−P/2, P/2]
+(``Normalisation.window_shift``): the training windows (input and target), the validation rollout and every
+runner alike. A field periodic in those components has a flow that commutes with translations by whole periods,
+so the model learns one period, not a periodic function of unbounded coordinates; the map is locally a
+translation of Φ, so it keeps volume and the symplectic form (det and Mᵀ J M unchanged). ``uniform`` (Lie–Poisson)
+wraps nothing: a translation would move the Casimir's level sets. ``auto`` applies the rule wherever a component
+is periodic; ``unroll > 1`` with wrapping is refused (the unrolled calls are not wrapped).
+
 The switch (``vp-train --normalise``, the config key ``normalise``): ``off``; ``on`` (the model's rule);
 ``auto`` (the default: the model's rule where the coordinates need it, see
 [`coordinates_need`][vpintegrator.models.normalise.coordinates_need], else off: the package's unit-scale
@@ -67,6 +77,8 @@ class Normalisation:
     rule: str
     shift: tuple[float, ...]
     scale: tuple[float, ...]
+    #: each component's period in the data's coordinates, 0 where not periodic; () none (module docstring)
+    period: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if self.rule not in NORMALISE_RULES:
@@ -76,10 +88,51 @@ class Normalisation:
                                     "give one of each per state component")
         if not all(math.isfinite(v) for v in self.shift) or not all(math.isfinite(v) and v > 0 for v in self.scale):
             raise VPIntegratorError("normalisation: shift must be finite and scale finite and > 0 per component")
+        if self.period and (len(self.period) != len(self.scale)
+                            or not all(math.isfinite(v) and v >= 0 for v in self.period)):
+            raise VPIntegratorError(f"normalisation: period must give one finite period >= 0 per component (0: not "
+                                    f"periodic); got {self.period!r}")
+        if self.wraps and self.rule == "uniform":
+            raise VPIntegratorError("normalisation: rule 'uniform' (a Lie-Poisson model) takes no periodic wrapping: a "
+                                    "translation would move the Casimir's level sets; give period = ()")
 
     @property
     def dim(self) -> int:
         return len(self.scale)
+
+    @property
+    def wraps(self) -> bool:
+        """Whether some component is periodic: each model call then sees its window wrapped (``window_shift``)."""
+        return any(v > 0 for v in self.period)
+
+    def window_shift(self, last: Any) -> Any:
+        """The translation K (..., dim), in the model's coordinates, that takes a window whose last state is ``last``
+        (..., dim) (model coordinates) to the one whose last state lies in (−P/2, P/2] in every periodic component
+        (in the data's coordinates): a_i P_i ceil(x_i/P_i − 1/2), x = last/a + b; 0 in the others. A model call
+        on a window X is Φ(X − K) + K: the flow of a field periodic in those components commutes with the
+        translation by whole periods, and a translation keeps volume and the symplectic form."""
+        b, a = self._params(last)
+        per = np.asarray(self.period, dtype=np.float64)
+        safe = np.where(per > 0, per, 1.0)
+        if isinstance(last, np.ndarray):
+            p, on = safe, per > 0
+            return np.where(on, a * p * np.ceil((last / a + b) / p - 0.5), 0.0)
+        import torch
+
+        p = torch.as_tensor(safe, dtype=last.dtype, device=last.device)
+        on = torch.as_tensor(per > 0, device=last.device)
+        return torch.where(on, a * p * torch.ceil((last / a + b) / p - 0.5), torch.zeros_like(last))
+
+    def call(self, model: Any) -> Any:
+        """``model`` as its calls run in these coordinates: ``model`` itself, or with periodic components the
+        window map X ↦ Φ(X − K) + K (``window_shift`` of X's last state) on windows (..., seq_len, dim)."""
+        if not self.wraps:
+            return model
+
+        def wrapped(window: Any) -> Any:
+            k = self.window_shift(window[..., -1, :])[..., None, :]
+            return model(window - k) + k
+        return wrapped
 
     def _params(self, x: Any) -> tuple[Any, Any]:
         if isinstance(x, np.ndarray):
@@ -101,14 +154,15 @@ class Normalisation:
 
     def record(self) -> dict[str, Any]:
         """``{"rule", "shift", "scale"}`` as plain lists (what a model file and ``summary.json`` keep)."""
-        return {"rule": self.rule, "shift": [float(v) for v in self.shift], "scale": [float(v) for v in self.scale]}
+        out = {"rule": self.rule, "shift": [float(v) for v in self.shift], "scale": [float(v) for v in self.scale]}
+        return {**out, "period": [float(v) for v in self.period]} if self.wraps else out
 
     @classmethod
     def from_record(cls, record: Any, where: str = "model file") -> "Normalisation":
         """The normalisation a ``record()`` describes; one line naming ``where`` when it is malformed."""
         try:
             return cls(str(record["rule"]), tuple(float(v) for v in record["shift"]),
-                       tuple(float(v) for v in record["scale"]))
+                       tuple(float(v) for v in record["scale"]), tuple(float(v) for v in record.get("period", ())))
         except (KeyError, TypeError, ValueError) as err:
             raise VPIntegratorError(f"{where}: its normalisation record {record!r} is malformed ({err}); expected "
                                     "{'rule', 'shift', 'scale'} as written by vp-train") from None
@@ -117,7 +171,8 @@ class Normalisation:
         """One line: the rule, b and diag(A)."""
         def fmt(v: tuple[float, ...]) -> str:
             return "[" + ", ".join(f"{x:.4g}" for x in v) + "]"
-        return f"{self.rule}: b = {fmt(self.shift)}, diag(A) = {fmt(self.scale)}"
+        wrap = f", windows wrapped in the periodic components (period {fmt(self.period)})" if self.wraps else ""
+        return f"{self.rule}: b = {fmt(self.shift)}, diag(A) = {fmt(self.scale)}{wrap}"
 
 
 def _not_normalisable(model: Any) -> str | None:
@@ -153,11 +208,21 @@ def _moments(states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return m, np.maximum(s, STD_FLOOR * top)
 
 
-def fit_normalisation(states: Any, rule: str) -> Normalisation:
+def _periodic(period: Any, rule: str) -> tuple[float, ...]:
+    """The periods a rule's conjugation wraps: () where none is periodic or the rule takes no translation."""
+    per = () if period is None else tuple(float(v) for v in np.asarray(period, dtype=np.float64).ravel())
+    return per if rule != "uniform" and any(v > 0 for v in per) else ()
+
+
+def fit_normalisation(states: Any, rule: str, period: Any = None) -> Normalisation:
     """The conjugation of rule ``rule`` fitted on ``states`` (..., dim) (the training split's).
 
-    ``symplectic`` pairs component i with component n + i (x = (q, p), dim = 2n).
+    ``symplectic`` pairs component i with component n + i (x = (q, p), dim = 2n). With ``period`` (dim,) (0
+    where not periodic; not for ``uniform``) the moments are those of the states wrapped to (−P/2, P/2], and
+    every model call wraps its window (``Normalisation.window_shift``).
     """
+    from ..arrays import wrap
+
     if rule not in NORMALISE_RULES:
         raise VPIntegratorError(f"normalisation rule {rule!r}: expected one of {', '.join(NORMALISE_RULES)}")
     x = np.asarray(states, dtype=np.float64)
@@ -165,9 +230,12 @@ def fit_normalisation(states: Any, rule: str) -> Normalisation:
     if x.size == 0 or not np.isfinite(x).any():
         raise VPIntegratorError("normalisation: no finite training states to fit it on; give data, or normalise = 'off'",
                                 key="normalise")
+    per = _periodic(period, rule)
+    if per:
+        x = wrap(x, np.asarray(per))
     m, s = _moments(x)
     if rule == "affine":
-        return Normalisation(rule, tuple(m.tolist()), tuple((1.0 / s).tolist()))
+        return Normalisation(rule, tuple(m.tolist()), tuple((1.0 / s).tolist()), per)
     if rule == "symplectic":
         if dim % 2:
             raise VPIntegratorError(f"normalise symplectic: the states have odd dim {dim}, not (q, p); use "
@@ -176,20 +244,25 @@ def fit_normalisation(states: Any, rule: str) -> Normalisation:
         sq, sp = s[:n], s[n:]
         r = np.sqrt(sp / sq)
         g = np.exp(np.mean(np.log(np.sqrt(sq * sp))))  # the global scale s: a_i c_i = 1 / s² for every pair
-        return Normalisation(rule, tuple(m.tolist()), tuple(np.concatenate([r / g, 1.0 / (r * g)]).tolist()))
+        return Normalisation(rule, tuple(m.tolist()), tuple(np.concatenate([r / g, 1.0 / (r * g)]).tolist()), per)
     rms = float(np.sqrt(np.nanmean(x.reshape(-1, dim) ** 2)))
     a = 1.0 / rms if rms > 0 else 1.0
     return Normalisation(rule, (0.0,) * dim, (a,) * dim)
 
 
-def coordinates_need(states: Any, rule: str = "affine") -> str | None:
+def coordinates_need(states: Any, rule: str = "affine", period: Any = None) -> str | None:
     """Why the states (..., dim) need the conjugation ``rule`` can make, in words, or None (they are unit-scale).
 
     ``affine`` and ``symplectic``: some component's |mean| exceeds ``OFFSET_RATIO`` (10) of its (floored)
     standard deviation, or some standard deviation exceeds 100, or the largest is below 0.01. ``uniform``
     (no shift): the RMS component is outside [0.01, 100]. The package's arenas (rigid body, oscillators,
-    Toda, FPU, the baths, Volterra's |mean| / std of 2.8) need none.
+    Toda, FPU, the baths, Volterra's |mean| / std of 2.8) need none. Periodic components (``period``, 0 where
+    not) always need it under ``affine`` and ``symplectic``: their windows are wrapped.
     """
+    per = _periodic(period, rule)
+    if per:
+        on = ", ".join(f"{i} (period {p:.6g})" for i, p in enumerate(per) if p > 0)
+        return f"components {on} are periodic: each window is wrapped to (-P/2, P/2]"
     x = np.asarray(states, dtype=np.float64)
     m, s = _moments(x)
     lo, hi = SCALE_RANGE
@@ -205,11 +278,12 @@ def coordinates_need(states: Any, rule: str = "affine") -> str | None:
     return None
 
 
-def resolve_normalisation(mode: str, model: Any, train_states: Any, name: str = "the model"
+def resolve_normalisation(mode: str, model: Any, train_states: Any, name: str = "the model", period: Any = None
                           ) -> tuple[Normalisation | None, dict[str, Any]]:
     """What ``normalise = mode`` gives ``model`` on the training split's ``train_states`` (..., dim):
     ``(normalisation or None, record)``. ``record`` is what ``summary.json`` and every checkpoint keep:
-    ``{"mode", "applied", "reason"}`` plus ``rule``, ``shift``, ``scale`` where applied.
+    ``{"mode", "applied", "reason"}`` plus ``rule``, ``shift``, ``scale`` (and ``period`` where the data's
+    periodic components, ``period`` (dim,), are wrapped) where applied.
 
     A rule forced where it would break the model's structure, and ``on`` or a rule for a model whose rollout
     takes no conjugation, are one-line errors (key ``normalise``) naming the fix.
@@ -224,7 +298,7 @@ def resolve_normalisation(mode: str, model: Any, train_states: Any, name: str = 
         if mode != "auto":
             raise VPIntegratorError(f"normalise = {mode!r}: {name} is {blocked}; set normalise = 'off' (or 'auto')",
                                     key="normalise")
-        need = coordinates_need(train_states, rule)
+        need = coordinates_need(train_states, rule, period)
         reason = "the training states are unit-scale" if need is None else f"{need}, but {name} is {blocked}"
         return None, {"mode": mode, "applied": False, "reason": reason}
     if mode in NORMALISE_RULES:
@@ -234,7 +308,7 @@ def resolve_normalisation(mode: str, model: Any, train_states: Any, name: str = 
                 f"{rule!r}) or 'off'", key="normalise")
         rule, why = mode, f"asked for (normalise = {mode!r})"
     elif mode == "auto":
-        need = coordinates_need(train_states, rule)
+        need = coordinates_need(train_states, rule, period)
         if need is None:
             offset = rule == "uniform" and coordinates_need(train_states, "affine")
             reason = ("the training states are unit-scale" if not offset else
@@ -243,7 +317,9 @@ def resolve_normalisation(mode: str, model: Any, train_states: Any, name: str = 
         why = f"{need}; rule {rule!r}: {why}"
     else:
         why = f"normalise = 'on'; rule {rule!r}: {why}"
-    norm = fit_normalisation(train_states, rule)
+    norm = fit_normalisation(train_states, rule, period)
+    if rule == "uniform" and _periodic(period, "affine"):
+        why += "; the periodic components are not wrapped (rule 'uniform' admits no translation)"
     return norm, {"mode": mode, "applied": True, "reason": why, **norm.record()}
 
 

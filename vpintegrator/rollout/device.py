@@ -87,13 +87,16 @@ class DeviceStepper:
         w = torch.as_tensor(step_map.to_model(np.asarray(window0, dtype=np.float64)))
         self.init = w.to(device=self.device, dtype=step_map.dtype)  # (n_traj, seq_len, dim)
         self.window = self.init.clone()  # the graph's static input: always updated in place
-        self.fn, self.runner = step_map.model, "eager"
+        # a periodic normalisation wraps every call's window (Normalisation.call; the model itself otherwise)
+        call = (lambda fn: fn) if step_map.normalisation is None else step_map.normalisation.call
+        self.fn, self.runner = call(step_map.model), "eager"
         self._graph = self._out = None
         fast_step = check_fast_step(jit)
         if fast_step != "off" and self.device.type == "cuda":
             self._capture()
         else:
-            self.fn, self.runner = step_map.torch_runner(self.init, fast_step)
+            fn, self.runner = step_map.torch_runner(self.init, fast_step)
+            self.fn = call(fn)
         # states produced but not yet handed out; it starts with the first window (steps 0 .. seq_len - 1)
         self._stage = Stage(self.init.clone(), self.seq_len)
 

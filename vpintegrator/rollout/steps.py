@@ -245,7 +245,10 @@ class ModelStep(StepMap):
         self._init = w.to(device=self.device, dtype=self.dtype)  # (n_traj, seq_len, dim)
         self._ctx = self._init.clone()
         self._fn, self._runner = self.model, "eager"
-        self._compiled = self._compile(self._init)
+        norm = self.normalisation
+        example = (self._init if norm is None or not norm.wraps  # checked on the windows the model is called on
+                   else self._init - norm.window_shift(self._init[:, -1])[:, None])
+        self._compiled = self._compile(example)
         if self._compiled is not None:
             self._runner = "numba"
             # the context as NumPy memory shared with the tensor: the kernel advances it in place, and
@@ -254,6 +257,8 @@ class ModelStep(StepMap):
             self._ctx = torch.from_numpy(self._ctx_np)
         else:
             self._fn, self._runner = self.torch_runner(self._init)
+            if self.normalisation is not None:  # periodic components: every call on its wrapped window
+                self._fn = self.normalisation.call(self._fn)
         logging.getLogger(__name__).debug(
             "model step %s: runner %s on %s (%s), %d trajectories, fast_step %s", self.name, self._runner,
             self.device, str(self.dtype).replace("torch.", ""), w.shape[0], self.fast_step)
@@ -316,7 +321,16 @@ class ModelStep(StepMap):
         adv = self.advance
         n_calls = -(-n // adv)
         out = np.empty((self._ctx_np.shape[0], n_calls * adv, self.dim))
-        self._compiled.run_rows(self._ctx_np, n_calls, self.overlap, out)  # advances _ctx_np in place
+        norm = self.normalisation
+        if norm is None or not norm.wraps:
+            self._compiled.run_rows(self._ctx_np, n_calls, self.overlap, out)  # advances _ctx_np in place
+        else:  # periodic components: each call on its wrapped window (Normalisation.window_shift)
+            for c in range(n_calls):
+                k = norm.window_shift(self._ctx_np[:, -1])[:, None]
+                self._ctx_np -= k
+                self._compiled.run_rows(self._ctx_np, 1, self.overlap, out[:, c * adv : (c + 1) * adv])
+                self._ctx_np += k
+                out[:, c * adv : (c + 1) * adv] += k
         return self.from_model(out[:, :n])
 
     def reset(self, rows: np.ndarray) -> None:
@@ -332,7 +346,10 @@ class ModelStep(StepMap):
         from ..metrics import window_log_det_jacobian
 
         chunk = VOLUME_CHUNK_CUDA if self.device.type == "cuda" else VOLUME_CHUNK_CPU
-        return window_log_det_jacobian(self.volume_model(), self.to_model(windows), overlap=self.overlap, chunk=chunk)
+        w = self.to_model(windows)
+        if self.normalisation is not None and self.normalisation.wraps:  # the model is called on wrapped windows
+            w = w - self.normalisation.window_shift(w[..., -1, :])[..., None, :]
+        return window_log_det_jacobian(self.volume_model(), w, overlap=self.overlap, chunk=chunk)
 
     def volume_model(self):
         """The copy of the model (``volume_dtype``, no gradients) whose Jacobian measures the volume."""

@@ -599,7 +599,7 @@ def observed_data(cut: DataPlan, data, where: str):
     return observe_trajectories(data, observation), data, observation
 
 
-def normalised(plan: TrainPlan, model, name: str, train_states):
+def normalised(plan: TrainPlan, model, name: str, train_states, period=None):
     """``(normalisation or None, record)``: the conjugation ``plan.data.normalise`` gives ``model``
     (``vpintegrator.models.normalise.resolve_normalisation``) on the training split's ``train_states``; with
     ``init_from``, the one its model steps in (a model fine-tuned in other coordinates would start from weights
@@ -629,7 +629,7 @@ def normalised(plan: TrainPlan, model, name: str, train_states):
             norm, record = None, {"mode": mode, "applied": False,
                                   "reason": f"init_from {plan.model.init_from} was trained on the raw states"}
     else:
-        norm, record = resolve_normalisation(mode, model, train_states, f"model {name}")
+        norm, record = resolve_normalisation(mode, model, train_states, f"model {name}", period)
     if norm is not None and stop.monitor == "val_rollout" and stop.rollout_drift_weight > 0:
         why = "val_rollout_drift_weight > 0 scores the system's invariants, which need the raw states"
         if mode != "auto":
@@ -658,16 +658,23 @@ def window_sets(plan: TrainPlan, data, data_paths: list[str], seq_len: int, pred
     train_idx, val_idx, test_idx, split_by = trajectory_split(cut, data)
     norm, norm_record = None, None
     if model is not None:
+        from ..data.trajectories import state_periods
+
         train_states = np.asarray(data.y)[train_idx] if cut.normalise != "off" else None
-        norm, norm_record = normalised(plan, model, name, train_states)
+        period = None if observation is not None else state_periods(data.system, data.dim, data.meta)
+        norm, norm_record = normalised(plan, model, name, train_states, period)
+    shift = norm.window_shift if norm is not None and norm.wraps else None
+    if shift is not None and cut.unroll > 1:
+        raise VPIntegratorError(f"unroll = {cut.unroll} with periodic components wrapped ({norm.describe()}): the "
+                                "unrolled calls are not wrapped; set unroll = 1 (or normalise = 'off')", key="unroll")
     if norm is None:
         y = states_tensor(data, plan.dtype, device)  # (n_traj, n_states, dim), shared by both window sets
     else:  # mapped in float64, then cast: the windows hold the normalised states
         y = torch.as_tensor(norm.to_model(np.asarray(data.y, dtype=np.float64)), dtype=plan.torch_dtype,
                             device=device)
     target = pred_window * cut.unroll
-    train_set = WindowDataset(y, seq_len, target, cut.stride, train_idx)
-    val_set = WindowDataset(y, seq_len, target, cut.stride, val_idx) if len(val_idx) else None
+    train_set = WindowDataset(y, seq_len, target, cut.stride, train_idx, shift=shift)
+    val_set = WindowDataset(y, seq_len, target, cut.stride, val_idx, shift=shift) if len(val_idx) else None
     validator = None
     if stop.monitor == "val_rollout":
         from .. import resources
@@ -687,7 +694,7 @@ def window_sets(plan: TrainPlan, data, data_paths: list[str], seq_len: int, pred
             observe = norm.to_model if observe is None else (lambda y, first=observe: norm.to_model(first(y)))
         validator = RolloutValidator((data if full is None else full).select(traj=val_idx), stop.rollout_steps,
                                      seq_len, pred_window, stop.rollout_error, stop.rollout_drift_weight,
-                                     observe=observe)
+                                     observe=observe, shift=shift)
     info = {
         "sources": data_paths,
         "system": data.meta.get("system"),

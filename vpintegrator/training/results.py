@@ -133,7 +133,9 @@ class FitResult:
         if not self.worse_than_identity:
             return None
         norm = (getattr(self.model, "trained_on", None) or {}).get("normalisation") or {}
-        hint = (f"the coordinates were normalised ({norm.get('rule')}): train longer, or check dt and whether "
+        hint = (f"the coordinates were normalised ({norm.get('rule')}) and each window wrapped in the periodic "
+                "components: train longer, or try another model kind" if "period" in norm else
+                f"the coordinates were normalised ({norm.get('rule')}): train longer, or check dt and whether "
                 "a component is an angle (declare it periodic)" if "shift" in norm else
                 "train longer, or check dt and the coordinates (an offset or a scale that normalise = 'auto' or 'on' "
                 "removes)")
