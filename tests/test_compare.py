@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from vpintegrator.data import read_trajectories
+from vpintegrator.data.rollouts import read_rollout
 from vpintegrator.studies.compare import _problem, rows_for
 from vpintegrator.studies.driver import main
 
@@ -68,9 +69,12 @@ def test_quick_run_trains_on_a_step_budget_and_holds_out_its_test_conditions(qui
     for seed in (0, 1):
         summary = json.loads((out / "rigid_body" / f"vpt@s{seed}" / "summary.json").read_text())
         assert summary["steps"] == 20
+    result = json.loads((out / "compare.json").read_text())["problems"][0]
+    assert {r["split"] for r in result["rows"] if r["method"] != "identity"} == {"new"}
+    assert {r["n_traj"] for r in result["rows"] if r["method"] != "identity"} == {4}
     train = read_trajectories(out / "rigid_body" / "train.h5", steps=[0]).y[:, 0]
-    test = read_trajectories(out / "rigid_body" / "test.h5", steps=[0]).y[:, 0]
-    assert np.min(np.linalg.norm(train[:, None] - test[None], axis=-1)) > 1e-6
+    held_out = read_rollout(result["rollout"]).reference.y[:, 0]
+    assert np.min(np.linalg.norm(train[:, None] - held_out[None], axis=-1)) > 1e-6
 
 
 def test_a_data_only_file_is_judged_on_its_models_test_split(tmp_path, capsys):

@@ -15,9 +15,11 @@ about it (``rows_for``):
 - the identity (do-nothing) map, which holds the last given state: its mean NRMSE is every row's ``mean_nrmse /
   vs_identity`` (``vpintegrator.rollout.report``), its cost nil.
 
-Held-out conditions: for a problem with equations, a test file drawn by the same sampler with another seed
-(``TEST_SEED``) and checked disjoint from the training file; for a data-only file, the trained models' own test
-split (``vp-rollout``'s default), scored against the data. Every row is rolled out by ``run_rollouts`` (what
+Held-out conditions: for a problem with equations, ``--n-test`` new conditions drawn by the training file's own
+sampler with a fresh seed (``vp-rollout``'s ``heldout``: the rows labelled ``new``), scored against the exact flow,
+and the work–precision ladder on the trained models' test split; for a data-only file, the trained models' own test
+split (``vp-rollout``'s default), scored against the data. NRMSE is against the spread of the models' training
+split, as ``vp-rollout`` has it. Every row is rolled out by ``run_rollouts`` (what
 ``vp-rollout`` runs) and priced by its rule (CPU seconds of one step of the whole batch, warm, the least over
 repeats: the meter's, ``vpintegrator.clock``). Output in ``--out``: per problem the verdict line, the table
 (``compare.md``), the rollout and work–precision files, and ``compare.json`` (``SCHEMA``). ``--dry-run`` prints
@@ -44,8 +46,6 @@ from .stats import fmt_num, md_table, median_interval, write_json, write_text
 __all__ = ["CompareOptions", "ComparePlan", "Problem", "build_plan", "rows_for", "run", "STUDY"]
 
 SCHEMA = "vpintegrator.compare/1"
-#: the seed of the held-out conditions' file (the training file's is 0)
-TEST_SEED = 1_000_003
 CLASSICAL = ("rk4", "implicit_midpoint", "gauss_legendre4", "stormer_verlet")
 LEARNED = ("vpt", "g_sympnet", "st")
 IDENTITY = "identity"
@@ -82,7 +82,7 @@ class CompareOptions(Config):
     max_steps : int
         Optimiser steps of each training (the step budget; default 2000, 150 with --quick).
     n_train : int
-        Training initial conditions (default 200; 24 with --quick).
+        Trajectories of the training file (default 200; 24 with --quick), of which vp-train keeps a tenth for validation and a tenth as the test split.
     n_test : int
         Held-out initial conditions, never trained on (default 32; 8 with --quick).
     n_steps : int
@@ -304,23 +304,22 @@ def build_plan(options: CompareOptions, argv: Sequence[str] = ()) -> ComparePlan
 # --------------------------------------------------------------------------- running
 
 
-def _data(plan: ComparePlan, p: Problem, folder: Path) -> tuple[str, str]:
-    """(training file, held-out file): generated for a problem with equations (``generate``, the test file with
-    ``TEST_SEED``, checked disjoint), the given file twice for a data-only one (its models' test split)."""
-    from ..data import read_trajectories
+def _data(plan: ComparePlan, p: Problem, folder: Path) -> str:
+    """The training file: generated for a problem with equations (``generate``), the given one for a data-only
+    problem."""
     from ..data.generation import generate
     from ..data.spec import GenerationSpec
 
     if p.data is not None or p.spec is None:
-        return str(p.data), str(p.data)
-    train = generate(GenerationSpec(**p.spec), out=folder / "train.h5", overwrite=plan.overwrite, workers=1)
-    test = generate(GenerationSpec(**{**p.spec, "n_traj": plan.n_test, "seed": TEST_SEED}), out=folder / "test.h5",
-                    overwrite=plan.overwrite, workers=1)
-    y0, z0 = read_trajectories(train, steps=[0]).y[:, 0], read_trajectories(test, steps=[0]).y[:, 0]
-    if np.any(np.all(np.isclose(y0[:, None], z0[None], rtol=0, atol=1e-12), axis=-1)):
-        raise StudyError(f"problem {p.label}: its sampler {p.spec['sampler']!r} drew a held-out condition that is in the "
-                         "training set (a deterministic sampler); give the system a random default_sampler")
-    return str(train), str(test)
+        return str(p.data)
+    return str(generate(GenerationSpec(**p.spec), out=folder / "train.h5", overwrite=plan.overwrite, workers=1))
+
+
+def _test_split(run_dir: str) -> list[int]:
+    """The test split of a trained model's data file (``summary.json``: the same for every seed, ``split_seed``)."""
+    import json
+
+    return list(json.loads((Path(run_dir) / "summary.json").read_text())["split"]["test"])
 
 
 def _train(plan: ComparePlan, p: Problem, row: str, seed: int, train: str, folder: Path) -> tuple[str, float]:
@@ -338,7 +337,8 @@ def _train(plan: ComparePlan, p: Problem, row: str, seed: int, train: str, folde
 
 def _aggregate(method: str, kind: str, rows: list[dict], cpu: list[float]) -> dict[str, Any]:
     """One table row of a method's rows (one per seed): each metric's median and [min, max] over the seeds."""
-    out: dict[str, Any] = {"method": method, "kind": kind, "n_seeds": len(rows), "train_cpu_s": sum(cpu) or None}
+    out: dict[str, Any] = {"method": method, "kind": kind, "n_seeds": len(rows), "train_cpu_s": sum(cpu) or None,
+                           "split": rows[0].get("split") if rows else None, "n_traj": rows[0].get("n_traj") if rows else 0}
     for k in ("final_rel_error", "mean_nrmse", "vpt", "valid_time", "vs_identity", "seconds_per_step"):
         q = median_interval([r.get(k) for r in rows], 0.0, 100.0)
         out[k], out[f"{k}_range"] = q["median"], (None if len(rows) < 2 else [q["lo"], q["hi"]])
@@ -362,7 +362,7 @@ def _compare_one(plan: ComparePlan, p: Problem, log: Any) -> dict[str, Any]:
 
     folder = Path(plan.out) / p.label
     folder.mkdir(parents=True, exist_ok=True)
-    train, test = _data(plan, p, folder)
+    train = _data(plan, p, folder)
     rows = plan.rows[p.label]
     runs: dict[str, list[tuple[str, str]]] = {}
     cpu: dict[str, list[float]] = {}
@@ -376,14 +376,16 @@ def _compare_one(plan: ComparePlan, p: Problem, log: Any) -> dict[str, Any]:
         if row in plan.models and row not in runs:
             runs[row] = [(row, plan.models[row])]
     classical = [r for r in rows if r in CLASSICAL]
-    config = RolloutConfig(data=test, out=str(folder / "rollout.h5"), integrators=classical,
+    config = RolloutConfig(data=train, out=str(folder / "rollout.h5"), integrators=classical,
                            models=[[label, path] for pairs in runs.values() for label, path in pairs],
-                           reference="exact" if p.has_equations else "data", t_end=plan.n_steps * p.dt)
+                           reference="exact" if p.has_equations else "data", t_end=plan.n_steps * p.dt,
+                           heldout=plan.n_test if p.has_equations else None)
     log(f"{p.label}: rolling out {len(config.models) + len(classical)} rows")
     report = run_rollouts(config, overwrite=True)
     by_label: dict[str, dict] = {}
-    for r in report.rows:  # one per method and split: the held-out ones (test / unknown / new)
-        if r.get("split") not in ("train", "val"):
+    held_out = "new" if p.has_equations else "test"
+    for r in report.rows:  # one per method and split: the held-out conditions only
+        if r.get("split") == held_out:
             by_label.setdefault(r["method"], r)
     table = [_aggregate(c, "classical", [by_label[c]], []) for c in classical if c in by_label]
     for row, pairs in runs.items():
@@ -393,21 +395,23 @@ def _compare_one(plan: ComparePlan, p: Problem, log: Any) -> dict[str, Any]:
         table.append(_identity(list(by_label.values())))
     equal_cost: list[str] = []
     figures: list[str] = []
-    if classical and runs:  # the ladder, each classical method at the learned rows' cost, and its figure
+    trained = [path for row in plan.trainings(p) for _, path in runs.get(row, [])]
+    if classical and trained:  # the ladder on the test split, each classical method at the learned rows' cost
         import matplotlib.pyplot as plt
 
         from ..plotting import plot_work_precision, save_figure
         from ..rollout.precision import run_work_precision
         from .work_precision import equal_cost_section
 
-        csv, _, _ = run_work_precision(dataclasses.replace(config, n_traj=min(4, plan.n_test)), overwrite=True)
+        csv, _, _ = run_work_precision(dataclasses.replace(config, heldout=None, traj=_test_split(trained[0])[:4]),
+                                       overwrite=True)
         equal_cost = equal_cost_section(csv)
         fig = plot_work_precision(csv)
         figures = [str(f) for f in save_figure(fig, folder / "work_precision", overwrite=True)]
         plt.close(fig)
     record = {"problem": p.source, "label": p.label, "dim": p.dim, "dt": p.dt, "equations": p.has_equations,
               "structure": list(p.structure), "rows": table, "rollout": str(report.out), "notes": list(report.notes),
-              "train_file": train, "test_file": test, "figures": figures}
+              "train_file": train, "held_out": held_out, "figures": figures}
     record["verdict"] = verdict(p.label, table)
     return record | {"equal_cost": equal_cost}
 
@@ -442,7 +446,8 @@ def _markdown(records: list[dict]) -> str:
                  + (f" [{f(r['mean_nrmse_range'][0])}, {f(r['mean_nrmse_range'][1])}]" if r.get("mean_nrmse_range") else ""),
                  f(r["vpt"]), f(r["vs_identity"]), f(r["seconds_per_step"]), f(r.get("train_cpu_s")), r["failed"]]
                 for r in rec["rows"]]
-        lines += [f"## {rec['label']}", "", f"Held-out conditions ({Path(rec['test_file']).name}); reference: "
+        lines += [f"## {rec['label']}", "", f"Held-out conditions (split '{rec['held_out']}' of "
+                  f"{Path(rec['train_file']).name}, never trained on); reference: "
                   f"{'the exact flow' if rec['equations'] else 'the data'}; structure measured: "
                   f"{', '.join(rec['structure']) or 'none'}. Learned rows: median [min, max] over seeds. NRMSE: "
                   "mean over the horizon against each component's spread (vp-rollout's rule); VPT: valid-prediction horizon "
