@@ -7,7 +7,7 @@ the files written. Uses matplotlib's Agg backend (no display needed).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from pathlib import Path
 
@@ -148,15 +148,7 @@ def main(paths, kind, out, traj, amortise, no_title, label, set_, print_config, 
         return
     written = plot_all(rollout if len(paths) == 1 else list(paths), out, kinds=chosen, traj=which, dpi=dpi, max_points=max_points,
                        overwrite=overwrite, **options)
-    skipped = [k for k in chosen if not any(p.stem == k for p in written)]
-    if as_json:
-        echo_json({"out": out, "figures": written, "skipped": skipped})
-        return
-    for p in written:
-        click.echo(str(p))
-    if skipped and not quiet:
-        click.echo(f"Skipped (not applicable to this rollout): {', '.join(skipped)}", err=True)
-    click.echo(f"Figures written to {out}")
+    _report(out, written, as_json, [k for k in chosen if not any(p.stem == k for p in written)], quiet)
 
 
 def _labels(items) -> dict[str, str]:
@@ -182,13 +174,16 @@ def _shards(paths) -> bool:
     return is_shard_set(list(paths))
 
 
-def _report(out, written, as_json: bool) -> None:
-    """What vp-plot prints once figures are written (the training and work-precision figures)."""
+def _report(out, written, as_json: bool, skipped: Sequence[str] = (), quiet: bool = False) -> None:
+    """What vp-plot prints once figures are written; ``skipped``: the kinds asked for that do not apply to the
+    rollout."""
     if as_json:
-        echo_json({"out": out, "figures": written, "skipped": []})
+        echo_json({"out": out, "figures": written, "skipped": list(skipped)})
         return
     for p in written:
         click.echo(str(p))
+    if skipped and not quiet:
+        click.echo(f"Skipped (not applicable to this rollout): {', '.join(skipped)}", err=True)
     click.echo(f"Figures written to {out}")
 
 
