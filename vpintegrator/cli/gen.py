@@ -79,15 +79,11 @@ def _list_dysts() -> None:
 
 
 def _summary(path: Path) -> str:
-    from ..data.trajectory_files import read_metadata
-
-    meta = read_metadata(path)
-    names = [n for n in meta.get("invariant_names", []) if f"max_rel_drift_{n}" in meta]
-    drift = ", ".join(f"{n} {meta[f'max_rel_drift_{n}']:.2e}" for n in names) or "none (no invariants)"
-    return (
-        f"y {(meta['n_traj'], meta['n_states'], meta['dim'])} float64, {meta['system']}, {meta['method']}, "
-        f"dt {meta['dt']:g}, t in [0, {meta['t_end']:g}]; max relative invariant drift: {drift}"
-    )
+    """The line printed after the path: ``_json_summary`` in words."""
+    s = _json_summary(path)
+    drift = ", ".join(f"{n} {v:.2e}" for n, v in s["max_rel_drift"].items()) or "none (no invariants)"
+    return (f"y {(s['n_traj'], s['n_states'], s['dim'])} float64, {s['system']}, {s['method']}, dt {s['dt']:g}, "
+            f"t in [0, {s['t_end']:g}]; max relative invariant drift: {drift}")
 
 
 def _config_class():
