@@ -96,10 +96,11 @@ triangular layers in place on the window's features and writes them back as the 
 Each window is read afresh from a zero hidden state, as the torch model does (the recurrence is inside a call,
 not carried between calls). A subclass of these models, a symmetric ``delay_vpff`` and the VPT's
 ``positional = "feedforward"`` have no packed form: they run in torch, and ``ModelStep.describe()["runner"]``
-says so (``"eager"``). Measured at batch 1 on a loaded 2-core
-machine (``scripts/bench_model_runners.py --models ''``, dim 2, the memory study's default sizes): the GRU
-3.1 µs per step against 167 µs eager and 2.8 µs for a lean numba loop of the same weights written in the
-benchmark (1.09×), the LRU 2.3 µs against 239 µs, ``delay_mlp`` 1.25 µs against 66 µs.
+says so (``"eager"``). Measured at batch 1, thread CPU per step, one run on a loaded 2-core machine
+(``scripts/bench_model_runners.py --models '' --rounds 9``: dim 2, the studies' configurations at T = 4, random
+weights): the GRU 2.9 µs against 132 µs eager and 2.6 µs for a lean numba loop of the same weights written in the
+benchmark (1.12×; 1.03–1.12× in six runs), the LRU 2.4 µs against 187 µs, ``delay_mlp`` 1.6 µs against 49 µs,
+``vpt_mix`` 1.1 µs against 558 µs, ``delay_vpff`` 0.5 µs against 58 µs.
 
 A Lie–Poisson network is packed as its schedule
 (``vpintegrator.models._symmetric.SymmetricComposition._schedule``: what ``forward`` applies): one op
