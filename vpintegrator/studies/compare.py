@@ -70,19 +70,23 @@ class CompareOptions(Config):
     Parameters
     ----------
     problems : str
-        Comma list of problems: a registered system, package.module:Class, dysts:NAME or a vp-gen HDF5 file (data only); default rigid_body.
+        Comma list of problems: a registered system, package.module:Class, dysts:NAME or a vp-gen HDF5 file (data
+        only); default rigid_body.
     out : str
         Run directory (compare.md, compare.json, each problem's files).
     model : str
-        Comma list of your own networks: package.module:Class (trained like the shipped ones) or a saved model (a run directory or .pt, rolled out as is).
+        Comma list of your own networks: package.module:Class (trained like the shipped ones) or a saved model (a
+        run directory or .pt, rolled out as is).
     rows : str
-        Comma list restricting the rows to these (of rk4, implicit_midpoint, gauss_legendre4, stormer_verlet, vpt, g_sympnet, st, identity).
+        Comma list restricting the rows to these (of rk4, implicit_midpoint, gauss_legendre4, stormer_verlet, vpt,
+        g_sympnet, st, identity, your models).
     seeds : list
         Comma list of training seeds (default 0,1,2; 0,1 with --quick).
     max_steps : int
         Optimiser steps of each training (the step budget; default 2000, 150 with --quick).
     n_train : int
-        Trajectories of the training file (default 200; 24 with --quick), of which vp-train keeps a tenth for validation and a tenth as the test split.
+        Trajectories of the training file (default 200; 24 with --quick), of which vp-train keeps a tenth for
+        validation and a tenth as the test split.
     n_test : int
         Held-out initial conditions, never trained on (default 32; 8 with --quick).
     n_steps : int
@@ -155,7 +159,8 @@ class ComparePlan:
     def estimate(self) -> float:
         """Estimated CPU seconds of the whole run (``CPU_BASIS``)."""
         n = sum(len(self.trainings(p)) for p in self.problems) * len(self.seeds)
-        return n * (CPU_BASIS["training"] + self.max_steps * CPU_BASIS["step"]) + len(self.problems) * CPU_BASIS["problem"]
+        per_training = CPU_BASIS["training"] + self.max_steps * CPU_BASIS["step"]
+        return n * per_training + len(self.problems) * CPU_BASIS["problem"]
 
     def lines(self) -> list[str]:
         """The plan in words, one line per problem, then the estimate."""
@@ -195,9 +200,9 @@ def _measured_structure(system: Any, y: np.ndarray) -> tuple[str, ...]:
 
 
 def _spec(source: str, system: Any, n_train: int, n_steps: int) -> dict[str, Any]:
-    """The keys of the training data's generation spec: dysts' own (``load_spec``), else the system's sampler (a random one:
-    the paper's fixed sphere set becomes ``sphere``, so that another seed draws other conditions), around its
-    ``default_y0`` or in [-1, 1]ᵈ where it has none."""
+    """The keys of the training data's generation spec: dysts' own (``load_spec``), else the system's sampler (a
+    random one: the paper's fixed sphere set becomes ``sphere``, so that the held-out seed draws other conditions),
+    around its ``default_y0`` or in [-1, 1]ᵈ where it has none."""
     from ..data.spec import load_spec
     from ..systems.dysts import is_dysts_name
 
@@ -337,8 +342,9 @@ def _train(plan: ComparePlan, p: Problem, row: str, seed: int, train: str, folde
 
 def _aggregate(method: str, kind: str, rows: list[dict], cpu: list[float]) -> dict[str, Any]:
     """One table row of a method's rows (one per seed): each metric's median and [min, max] over the seeds."""
+    first = rows[0] if rows else {}
     out: dict[str, Any] = {"method": method, "kind": kind, "n_seeds": len(rows), "train_cpu_s": sum(cpu) or None,
-                           "split": rows[0].get("split") if rows else None, "n_traj": rows[0].get("n_traj") if rows else 0}
+                           "split": first.get("split"), "n_traj": first.get("n_traj", 0)}
     for k in ("final_rel_error", "mean_nrmse", "vpt", "valid_time", "vs_identity", "seconds_per_step"):
         q = median_interval([r.get(k) for r in rows], 0.0, 100.0)
         out[k], out[f"{k}_range"] = q["median"], (None if len(rows) < 2 else [q["lo"], q["hi"]])
@@ -348,8 +354,8 @@ def _aggregate(method: str, kind: str, rows: list[dict], cpu: list[float]) -> di
 
 def _identity(rows: list[dict]) -> dict[str, Any]:
     """The identity map's row: its mean NRMSE from any row's ``mean_nrmse / vs_identity``; cost nil."""
-    ratio = [r["mean_nrmse"] / r["vs_identity"] for r in rows
-             if r.get("vs_identity") and math.isfinite(r["vs_identity"]) and math.isfinite(r.get("mean_nrmse", math.nan))]
+    ratio = [r["mean_nrmse"] / r["vs_identity"] for r in rows if r.get("vs_identity")
+             and math.isfinite(r["vs_identity"]) and math.isfinite(r.get("mean_nrmse", math.nan))]
     return {"method": IDENTITY, "kind": "baseline", "n_seeds": 1, "mean_nrmse": ratio[0] if ratio else None,
             "vs_identity": 1.0, "seconds_per_step": 0.0, "final_rel_error": None, "vpt": None, "valid_time": None,
             "failed": 0}
@@ -419,7 +425,9 @@ def _compare_one(plan: ComparePlan, p: Problem, log: Any) -> dict[str, Any]:
 def _best(table: list[dict], kinds: Sequence[str], method: str | None = None) -> dict | None:
     """The row of ``kinds`` (or ``method``) with the least median mean NRMSE (failed: inf), cheaper first at a tie."""
     pick = [r for r in table if (r["method"] == method if method else r["kind"] in kinds)]
-    score = lambda r: (r["mean_nrmse"] if r["mean_nrmse"] is not None else math.inf, r["seconds_per_step"] or 0.0)  # noqa: E731
+    def score(r: dict) -> tuple[float, float]:
+        return (math.inf if r["mean_nrmse"] is None else float(r["mean_nrmse"]), r["seconds_per_step"] or 0.0)
+
     return min(pick, key=score) if pick else None
 
 
@@ -442,18 +450,21 @@ def _markdown(records: list[dict]) -> str:
     lines = ["# Comparison", "", *[r["verdict"] for r in records], ""]
     f = fmt_num
     for rec in records:
-        body = [[r["method"], r["kind"], f(r["final_rel_error"]), f(r["mean_nrmse"])
-                 + (f" [{f(r['mean_nrmse_range'][0])}, {f(r['mean_nrmse_range'][1])}]" if r.get("mean_nrmse_range") else ""),
+        span = lambda r: f" [{f(r['mean_nrmse_range'][0])}, {f(r['mean_nrmse_range'][1])}]"  # noqa: E731
+        body = [[r["method"], r["kind"], f(r["final_rel_error"]),
+                 f(r["mean_nrmse"]) + (span(r) if r.get("mean_nrmse_range") else ""),
                  f(r["vpt"]), f(r["vs_identity"]), f(r["seconds_per_step"]), f(r.get("train_cpu_s")), r["failed"]]
                 for r in rec["rows"]]
         lines += [f"## {rec['label']}", "", f"Held-out conditions (split '{rec['held_out']}' of "
                   f"{Path(rec['train_file']).name}, never trained on); reference: "
                   f"{'the exact flow' if rec['equations'] else 'the data'}; structure measured: "
                   f"{', '.join(rec['structure']) or 'none'}. Learned rows: median [min, max] over seeds. NRMSE: "
-                  "mean over the horizon against each component's spread (vp-rollout's rule); VPT: valid-prediction horizon "
-                  "(time units); CPU s/step: one step of the whole batch, warm; training: CPU s of all its seeds.", "",
+                  "mean over the horizon against each component's spread (vp-rollout's rule); VPT: "
+                  "valid-prediction horizon (time units); CPU s/step: one step of the whole batch, warm; training: "
+                  "CPU s of all its seeds.", "",
                   *md_table(["method", "kind", "final rel. error", "mean NRMSE", "VPT horizon", "vs identity",
-                             "CPU s/step", "training CPU s", "failed"], body), "", *rec["notes"], "", *rec["equal_cost"]]
+                             "CPU s/step", "training CPU s", "failed"], body), "",
+                  *rec["notes"], "", *rec["equal_cost"]]
     return "\n".join(lines) + "\n"
 
 
