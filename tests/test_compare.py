@@ -61,7 +61,8 @@ def test_quick_run_writes_a_verdict_and_a_table(quick_run):
     assert "| method | kind | final rel. error | mean NRMSE |" in (out / "compare.md").read_text()
     # the work–precision ladder with the learned rows on it: the equal-cost section and its figure
     assert "### At equal cost" in (out / "compare.md").read_text()
-    assert problem["figures"] and all(Path(f).is_file() for f in problem["figures"])
+    assert {Path(f).name for f in problem["figures"]} >= {"error.png", "work_precision.png"}
+    assert all(Path(f).is_file() for f in problem["figures"])
 
 
 def test_quick_run_trains_on_a_step_budget_and_holds_out_its_test_conditions(quick_run):

@@ -399,13 +399,16 @@ def _compare_one(plan: ComparePlan, p: Problem, log: Any) -> dict[str, Any]:
                                 [by_label[label] for label, _ in pairs if label in by_label], cpu.get(row, [])))
     if IDENTITY in rows:
         table.append(_identity(list(by_label.values())))
+    import matplotlib.pyplot as plt
+
+    from ..plotting import plot_error, plot_work_precision, save_figure
+
+    fig = plot_error(report.out)  # error against time, every row, the held-out conditions' band
+    figures = [str(f) for f in save_figure(fig, folder / "error", overwrite=True)]
+    plt.close(fig)
     equal_cost: list[str] = []
-    figures: list[str] = []
     trained = [path for row in plan.trainings(p) for _, path in runs.get(row, [])]
     if classical and trained:  # the ladder on the test split, each classical method at the learned rows' cost
-        import matplotlib.pyplot as plt
-
-        from ..plotting import plot_work_precision, save_figure
         from ..rollout.precision import run_work_precision
         from .work_precision import equal_cost_section
 
@@ -413,7 +416,7 @@ def _compare_one(plan: ComparePlan, p: Problem, log: Any) -> dict[str, Any]:
                                        overwrite=True)
         equal_cost = equal_cost_section(csv)
         fig = plot_work_precision(csv)
-        figures = [str(f) for f in save_figure(fig, folder / "work_precision", overwrite=True)]
+        figures += [str(f) for f in save_figure(fig, folder / "work_precision", overwrite=True)]
         plt.close(fig)
     record = {"problem": p.source, "label": p.label, "dim": p.dim, "dt": p.dt, "equations": p.has_equations,
               "structure": list(p.structure), "rows": table, "rollout": str(report.out), "notes": list(report.notes),
