@@ -264,17 +264,12 @@ def training_seconds(source: str | Path) -> float:
     ``source`` (or beside its ``best.pt``/``last.pt``); NaN where none is recorded (a pretrained model, a
     file outside a run directory, a run from before ``cpu_time`` was recorded). An ensemble member's
     ``cpu_time`` is the whole ensemble's (the process trained all its members)."""
-    import json
+    from ..rundir import read_summary
 
     path = Path(str(source))
-    summary = path / "summary.json" if path.is_dir() else (
-        path.parent / "summary.json" if path.name in ("best.pt", "last.pt") else None)
-    if summary is None or not summary.is_file():
-        return math.nan
-    try:
-        value = json.loads(summary.read_text()).get("cpu_time")
-    except (OSError, ValueError, AttributeError):
-        return math.nan
+    run = path if path.is_dir() else path.parent if path.name in ("best.pt", "last.pt") else None
+    summary = None if run is None else read_summary(run)  # None: missing or unreadable
+    value = None if summary is None else summary.get("cpu_time")
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
 
 
