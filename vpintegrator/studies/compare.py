@@ -12,8 +12,8 @@ about it (``rows_for``):
   (q, p) halves (measured: ``JᵀΩ + ΩJ = 0`` on samples), the plain transformer ``st`` always; a user's network by
   import path (``--model package.module:Class``, trained alike) or a saved model (a run directory or ``.pt``,
   rolled out as it is);
-- the identity (do-nothing) map, which holds the last given state: its mean NRMSE is every row's ``mean_nrmse /
-  vs_identity`` (``vpintegrator.rollout.report``), its cost nil.
+- the identity (do-nothing) map, which holds the last given state (``IdentityMap``), rolled out and priced as a
+  row like the others (its ``vs_identity`` is 1: ``vpintegrator.rollout.report``'s baseline).
 
 Held-out conditions: for a problem with equations, ``--n-test`` new conditions drawn by the training file's own
 sampler with a fresh seed (``vp-rollout``'s ``heldout``: the rows labelled ``new``), scored against the exact flow,
@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+import torch
 
 from ..config import Config, key
 from ..errors import VPIntegratorError
@@ -43,7 +44,7 @@ from .errors import StudyError, one_line
 from .options import Study, comma_list, seed_list
 from .stats import fmt_num, md_table, median_interval, write_json, write_text
 
-__all__ = ["CompareOptions", "ComparePlan", "Problem", "build_plan", "rows_for", "run", "STUDY"]
+__all__ = ["CompareOptions", "ComparePlan", "IdentityMap", "Problem", "build_plan", "rows_for", "run", "STUDY"]
 
 SCHEMA = "vpintegrator.compare/1"
 CLASSICAL = ("rk4", "implicit_midpoint", "gauss_legendre4", "stormer_verlet")
@@ -174,6 +175,20 @@ class ComparePlan:
                        f" ({len(trained) * len(self.seeds)} trainings)")
         out.append(f"estimated cost: {self.estimate():.0f} CPU s (coarse: CPU_BASIS of vpintegrator.studies.compare)")
         return out
+
+
+class IdentityMap(torch.nn.Module):
+    """The do-nothing map as a model: the next state is the last given one, (batch, seq_len, dim) -> (batch, 1, dim)
+    (one window (seq_len, dim) -> (1, dim)); the identity baseline's row, rolled out by the engine of every row."""
+
+    def __init__(self, dim: int, seq_len: int = 1) -> None:
+        super().__init__()
+        self.dim, self.seq_len, self.pred_window = int(dim), int(seq_len), 1
+        # no weights; one frozen number gives the module a dtype and a device
+        self.zero = torch.nn.Parameter(torch.zeros(()), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[..., -1:, :] + self.zero
 
 
 # --------------------------------------------------------------------------- planning
@@ -352,15 +367,6 @@ def _aggregate(method: str, kind: str, rows: list[dict], cpu: list[float]) -> di
     return out
 
 
-def _identity(rows: list[dict]) -> dict[str, Any]:
-    """The identity map's row: its mean NRMSE from any row's ``mean_nrmse / vs_identity``; cost nil."""
-    ratio = [r["mean_nrmse"] / r["vs_identity"] for r in rows if r.get("vs_identity")
-             and math.isfinite(r["vs_identity"]) and math.isfinite(r.get("mean_nrmse", math.nan))]
-    return {"method": IDENTITY, "kind": "baseline", "n_seeds": 1, "mean_nrmse": ratio[0] if ratio else None,
-            "vs_identity": 1.0, "seconds_per_step": 0.0, "final_rel_error": None, "vpt": None, "valid_time": None,
-            "failed": 0}
-
-
 def _compare_one(plan: ComparePlan, p: Problem, log: Any) -> dict[str, Any]:
     """Generate, train, roll out and score one problem: its record for ``compare.json``."""
     from ..rollout.config import RolloutConfig
@@ -381,6 +387,12 @@ def _compare_one(plan: ComparePlan, p: Problem, log: Any) -> dict[str, Any]:
     for row in rows:  # a saved model of the user's: rolled out as it is
         if row in plan.models and row not in runs:
             runs[row] = [(row, plan.models[row])]
+    if IDENTITY in rows:  # the do-nothing map, in float64 like the classical rows
+        from ..models import build_model, save_model
+
+        identity = folder / "identity.pt"
+        save_model(build_model(f"{__name__}:IdentityMap", dim=p.dim).double(), identity, overwrite=True)
+        runs[IDENTITY] = [(IDENTITY, str(identity))]
     classical = [r for r in rows if r in CLASSICAL]
     config = RolloutConfig(data=train, out=str(folder / "rollout.h5"), integrators=classical,
                            models=[[label, path] for pairs in runs.values() for label, path in pairs],
@@ -390,15 +402,13 @@ def _compare_one(plan: ComparePlan, p: Problem, log: Any) -> dict[str, Any]:
     report = run_rollouts(config, overwrite=True)
     by_label: dict[str, dict] = {}
     held_out = "new" if p.has_equations else "test"
-    for r in report.rows:  # one per method and split: the held-out conditions only
-        if r.get("split") == held_out:
+    for r in report.rows:  # the held-out conditions' rows ('unknown': a model trained elsewhere, the identity)
+        if r.get("split") in (held_out, "unknown"):
             by_label.setdefault(r["method"], r)
     table = [_aggregate(c, "classical", [by_label[c]], []) for c in classical if c in by_label]
     for row, pairs in runs.items():
-        table.append(_aggregate(row, "user" if row in plan.models else "learned",
-                                [by_label[label] for label, _ in pairs if label in by_label], cpu.get(row, [])))
-    if IDENTITY in rows:
-        table.append(_identity(list(by_label.values())))
+        kind = "baseline" if row == IDENTITY else "user" if row in plan.models else "learned"
+        table.append(_aggregate(row, kind, [by_label[label] for label, _ in pairs if label in by_label], cpu.get(row, [])))
     import matplotlib.pyplot as plt
 
     from ..plotting import plot_error, plot_work_precision, save_figure
