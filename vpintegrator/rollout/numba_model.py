@@ -385,12 +385,6 @@ def _vp_attention(pk: Packer, m: Any, dim: int) -> None:
     _same_dim(m, dim)
 
 
-def _position_mixing(pk: Packer, m: Any, dim: int) -> None:
-    """``OP_POSITION_MIXING`` of the VPT's ``positional = "mixing"`` shear, its (T, T, dim, dim) blocks dense."""
-    pk.op(OP_POSITION_MIXING, pk.add(m.matrix()))
-    _same_dim(m, dim)
-
-
 def _mh_attention(pk: Packer, m: Any, dim: int) -> None:
     import torch
 
@@ -409,9 +403,19 @@ def _mh_attention(pk: Packer, m: Any, dim: int) -> None:
 
 
 def _vp_model(pk: Packer, model: Any, dim: int) -> None:
-    """A VPFF or VPT: its chain, or (``symmetric``) its palindrome (``_vp_schedule``)."""
-    if bool(getattr(model, "config", {}).get("symmetric")):
+    """A VPFF or VPT: its chain, (``symmetric``) its palindrome (``_vp_schedule``), or (``positional = "mixing"``)
+    each unit's shear across positions (``OP_POSITION_MIXING``, read by the configuration: the shear's class is
+    the VPT's own) and then its parts."""
+    config = getattr(model, "config", {})
+    if bool(config.get("symmetric")):
         _vp_schedule(pk, model, dim)
+    elif config.get("positional") == "mixing":  # vpt_mix: each unit's first part is its shear across positions
+        for unit in model.window_chain():
+            mixing, *rest = unit.window_chain()
+            pk.op(OP_POSITION_MIXING, pk.add(mixing.matrix()))  # its (T, T, dim, dim) blocks, dense
+            _same_dim(mixing, dim)
+            for part in rest:
+                pack_module(pk, part, dim)
     else:
         _chain(pk, model, dim)
     _same_dim(model, dim)
@@ -635,7 +639,6 @@ def _shipped() -> None:
         VolumePreservingFeedForward,
         VolumePreservingTransformer,
     )
-    from ..models.volume import _PositionMixing
     from ..nn.attention import MultiHeadAttention, VolumePreservingAttention
     from ..nn.feedforward import ResNetLayer, VolumePreservingLowerLayer, VolumePreservingUpperLayer
     from ..nn import symplectic_attention as SA, sympnet as S
@@ -646,7 +649,6 @@ def _shipped() -> None:
         (ResNetLayer, _residual, True),
         (VolumePreservingAttention, _vp_attention, True),
         (MultiHeadAttention, _mh_attention, True),
-        (_PositionMixing, _position_mixing, False),
         *((cls, _symplectic, False) for cls in (S.BiasLayer, S.LinearLayerQ, S.LinearLayerP, S.ActivationLayerQ,
                                                 S.ActivationLayerP, S.GradientLayerQ, S.GradientLayerP,
                                                 SA.SymplecticAttentionQ, SA.SymplecticAttentionP)),
