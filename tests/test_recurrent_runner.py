@@ -101,7 +101,8 @@ def test_vpt_mix_runs_compiled_and_equals_torch(kw):
 
 
 @pytest.mark.parametrize("overlap", [False, True])
-@pytest.mark.parametrize("kw", [dict(dim=2, seq_len=2), dict(dim=3, seq_len=4, n_blocks=2, n_linear=2, activation="silu")])
+@pytest.mark.parametrize("kw", [dict(dim=2, seq_len=2),
+                                dict(dim=3, seq_len=4, n_blocks=2, n_linear=2, activation="silu")])
 def test_delay_vpff_runs_compiled_and_equals_torch(kw, overlap):
     # the VPFF on the delay vector: in-place triangular layers on the window's features, the next window out
     from vpintegrator.rollout import ModelStep, rollout
