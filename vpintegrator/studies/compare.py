@@ -342,7 +342,7 @@ def _test_split(run_dir: str) -> list[int]:
     return list(json.loads((Path(run_dir) / "summary.json").read_text())["split"]["test"])
 
 
-def _train(plan: ComparePlan, p: Problem, row: str, seed: int, train: str, folder: Path) -> tuple[str, float]:
+def _train(plan: ComparePlan, row: str, seed: int, train: str, folder: Path) -> tuple[str, float]:
     """One training of ``row`` at ``seed`` on ``train``, stopped by the step budget: (run directory, CPU s)."""
     from ..training.run import fit
 
@@ -381,7 +381,7 @@ def _compare_one(plan: ComparePlan, p: Problem, log: Any) -> dict[str, Any]:
     for row in plan.trainings(p):
         for seed in plan.seeds:
             log(f"{p.label}: training {row} seed {seed} ({plan.max_steps} steps)")
-            run_dir, seconds = _train(plan, p, row, seed, train, folder)
+            run_dir, seconds = _train(plan, row, seed, train, folder)
             runs.setdefault(row, []).append((f"{row}@s{seed}", run_dir))
             cpu.setdefault(row, []).append(seconds)
     for row in rows:  # a saved model of the user's: rolled out as it is
@@ -408,7 +408,8 @@ def _compare_one(plan: ComparePlan, p: Problem, log: Any) -> dict[str, Any]:
     table = [_aggregate(c, "classical", [by_label[c]], []) for c in classical if c in by_label]
     for row, pairs in runs.items():
         kind = "baseline" if row == IDENTITY else "user" if row in plan.models else "learned"
-        table.append(_aggregate(row, kind, [by_label[label] for label, _ in pairs if label in by_label], cpu.get(row, [])))
+        seeds = [by_label[label] for label, _ in pairs if label in by_label]
+        table.append(_aggregate(row, kind, seeds, cpu.get(row, [])))
     import matplotlib.pyplot as plt
 
     from ..plotting import plot_error, plot_work_precision, save_figure
