@@ -114,3 +114,21 @@ def test_val_rollout_identity_is_the_first_windows_last_state_held():
     y = traj.y[:, :13]
     errors = [np.linalg.norm(y[i, 1] - y[i, k]) / np.linalg.norm(y[i, k]) for i in range(3) for k in range(2, 13)]
     assert validator.identity() == pytest.approx(np.mean(errors), rel=1e-12)
+
+
+def test_a_row_that_blew_up_is_named_with_how_long_it_held():
+    """A learned row with a trajectory that blew up (vs_identity inf) says how many blew up and its vpt, not
+    'inf x the identity'; a finite ratio >= 1 keeps the ratio line; a row under 1 or not learned says nothing."""
+    from vpintegrator.rollout.report import identity_notes
+
+    rows = [{"method": "vpt", "split": "test", "mean_nrmse": float("inf"), "vs_identity": float("inf"), "failed": 1,
+             "n_traj": 4, "vpt": 13.42},
+            {"method": "st", "split": "test", "mean_nrmse": 0.9, "vs_identity": 1.2, "failed": 0, "n_traj": 4, "vpt": 1.0},
+            {"method": "ok", "split": "test", "mean_nrmse": 0.1, "vs_identity": 0.5, "failed": 0, "n_traj": 4, "vpt": 9.0},
+            {"method": "rk4", "split": "test", "mean_nrmse": float("inf"), "vs_identity": float("inf"), "failed": 2,
+             "n_traj": 4, "vpt": 1.0}]
+    lines = identity_notes(rows, {"vpt", "st", "ok"})
+    assert lines == ["vpt (test): 1 of 4 trajectories blew up, so over the horizon it is worse than holding the last "
+                     "given state (mean NRMSE inf); valid until vpt = 13.42",
+                     "st (test): worse than the identity map over the horizon: mean NRMSE 0.9, 1.2x that of holding "
+                     "the last given state"]

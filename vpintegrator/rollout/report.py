@@ -23,6 +23,12 @@ def identity_notes(rows: list, learned: set[str] | frozenset[str]) -> list[str]:
         ratio = r.get("vs_identity")
         if r.get("method") in learned and ratio is not None and not ratio < 1.0 and ratio == ratio:
             split = f" ({r['split']})" if r.get("split") else ""
+            failed = r.get("failed") or 0
+            if failed and ratio == float("inf"):  # a blow-up: say so, and how long it held first
+                held = f"; valid until vpt = {r['vpt']:.4g}" if r.get("vpt") is not None else ""
+                lines.append(f"{r['method']}{split}: {failed} of {r.get('n_traj', '?')} trajectories blew up, so over "
+                             f"the horizon it is worse than holding the last given state (mean NRMSE inf){held}")
+                continue
             lines.append(f"{r['method']}{split}: worse than the identity map over the horizon: mean NRMSE "
                          f"{r['mean_nrmse']:.3g}, {ratio:.3g}x that of holding the last given state")
     return lines
