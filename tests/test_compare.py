@@ -60,6 +60,7 @@ def test_quick_run_writes_a_verdict_and_a_table(quick_run):
     assert rows["vpt"]["n_seeds"] == 2 and lo <= float(rows["vpt"]["mean_nrmse"]) <= hi
     assert rows["rk4"]["seconds_per_step"] > 0 and rows["vpt"]["seconds_per_step"] > 0
     assert "| method | kind | final rel. error | mean NRMSE |" in (out / "compare.md").read_text()
+    assert "identity (new): worse than the identity map" not in (out / "compare.md").read_text()
     # the work–precision ladder with the learned rows on it: the equal-cost section and its figure
     assert "### At equal cost" in (out / "compare.md").read_text()
     assert {Path(f).name for f in problem["figures"]} >= {"error.png", "work_precision.png"}

@@ -423,14 +423,16 @@ def _compare_one(plan: ComparePlan, p: Problem, log: Any) -> dict[str, Any]:
         from ..rollout.precision import run_work_precision
         from .work_precision import equal_cost_section
 
-        csv, _, _ = run_work_precision(dataclasses.replace(config, heldout=None, traj=_test_split(trained[0])[:4]),
-                                       overwrite=True)
+        learned = [m for m in config.models if m[0] != IDENTITY]  # (the identity: no ladder, no training)
+        csv, _, _ = run_work_precision(dataclasses.replace(config, models=learned, heldout=None,
+                                                           traj=_test_split(trained[0])[:4]), overwrite=True)
         equal_cost = equal_cost_section(csv)
         fig = plot_work_precision(csv)
         figures += [str(f) for f in save_figure(fig, folder / "work_precision", overwrite=True)]
         plt.close(fig)
     record = {"problem": p.source, "label": p.label, "dim": p.dim, "dt": p.dt, "equations": p.has_equations,
-              "structure": list(p.structure), "rows": table, "rollout": str(report.out), "notes": list(report.notes),
+              "structure": list(p.structure), "rows": table, "rollout": str(report.out),
+              "notes": [n for n in report.notes if not n.startswith(f"{IDENTITY} (")],  # (the baseline against itself)
               "train_file": train, "held_out": held_out, "figures": figures}
     record["verdict"] = verdict(p.label, table)
     return record | {"equal_cost": equal_cost}
