@@ -574,6 +574,7 @@ ALLOWED_CONFIG_TAKERS = {
     "studies/plan.py:StudyPlan.shared": "the plan builders' common part: the shared keys of StudyOptions",
     "studies/plan.py:StudyPlan.build": "the plan builder of a study with no keys of its own",
     "studies/attention.py:build_plan": "the attention step's plan builder: AttentionOptions -> AttentionPlan",
+    "studies/compare.py:build_plan": "the comparison engine's plan builder: CompareOptions -> ComparePlan",
     "studies/context/design.py:build_plan": "the context study's plan builder: ContextOptions -> ContextPlan",
     "studies/coupled_oscillator/design.py:build_plan": "the coupled-oscillator study's plan builder -> Settings",
     "studies/rigid_body.py:build_plan": "the rigid-body study's plan builder: RigidBodyOptions -> RigidBodyPlan",
