@@ -127,6 +127,7 @@ def _saved_model(tmp_path, dim):
     (["--problems", "rigid_body", "--rows", "g_sympnet"], "problem rigid_body: no applicable row"),
     (["--problems", "rigid_body", "--rows", "rk5"], "--rows: unknown row 'rk5'"),
     (["--problems", "missing.h5"], "data file 'missing.h5' not found"),
+    (["--problems", "toda"], "toda's conditions are a list of bump parameters"),
     (["--problems", "rigid_body", "--model", "SAVED4"], "its dim is 4, problem rigid_body has dim 3"),
 ])
 def test_bad_input_is_one_line_before_anything_trains(tmp_path, capsys, args, says):

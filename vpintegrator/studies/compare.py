@@ -228,9 +228,12 @@ def _spec(source: str, system: Any, n_train: int, n_steps: int) -> dict[str, Any
                 "t_end": n_steps * base.dt, "seed": 0, "out": ""}
     dt = float(cls.default_dt or 0.1)
     sampler, args = cls.default_sampler, {}
+    if sampler == "bump":
+        raise StudyError(f"--problems: {source}'s conditions are a list of bump parameters (sampler 'bump'), not "
+                         "random draws, so none can be held out; give a vp-gen file of it instead (a data-only problem)")
     if sampler == "paper_sphere":
         sampler = "sphere"
-    elif sampler not in ("sphere", "box", "bump", "particle"):
+    elif sampler not in ("sphere", "box", "particle"):
         sampler, args = ("around", {"spread": 0.1}) if cls.default_y0 is not None else ("box", {})
     return {"name": source.replace(":", "_").replace(".", "_"), "system": source, "sampler": sampler,
             "sampler_args": args, "n_traj": n_train, "dt": dt, "t_end": n_steps * dt, "seed": 0}
@@ -252,8 +255,7 @@ def _problem(source: str, n_train: int, n_steps: int) -> Problem:
     except VPIntegratorError as err:
         raise StudyError(f"--problems: {err}") from None
     spec = _spec(source, system, n_train, n_steps)
-    y = sample_initial_conditions(system, spec["sampler"], None if spec["sampler"] == "bump" else 16, 0,
-                                  **spec["sampler_args"])
+    y = sample_initial_conditions(system, spec["sampler"], 16, 0, **spec["sampler_args"])
     return Problem(source.replace(":", "_"), source, int(system.dim), float(spec["dt"]), system, spec,
                    structure=_measured_structure(system, y))
 
