@@ -19,11 +19,20 @@ Held-out conditions: for a problem with equations, ``--n-test`` new conditions d
 sampler with a fresh seed (``vp-rollout``'s ``heldout``: the rows labelled ``new``), scored against the exact flow,
 and the work–precision ladder on the trained models' test split; for a data-only file, the trained models' own test
 split (``vp-rollout``'s default), scored against the data. NRMSE is against the spread of the models' training
-split, as ``vp-rollout`` has it. Every row is rolled out by ``run_rollouts`` (what
-``vp-rollout`` runs) and priced by its rule (CPU seconds of one step of the whole batch, warm, the least over
-repeats: the meter's, ``vpintegrator.clock``). Output in ``--out``: per problem the verdict line, the table
-(``compare.md``), the rollout and work–precision files, and ``compare.json`` (``SCHEMA``). ``--dry-run`` prints
-the plan and its estimated CPU cost and runs nothing; ``--quick`` runs the same path at small sizes.
+split, as ``vp-rollout`` has it. Every row is rolled out by ``run_rollouts`` (what ``vp-rollout`` runs) and priced
+by its rule (CPU seconds of one step of the whole batch, warm, the least over repeats: the meter's,
+``vpintegrator.clock``).
+
+Output in ``--out``: the verdict lines on stdout (per problem: the best row with the equations, the best data-only
+row, the seeds' VPT, each with its median [min, max] over seeds and its cost; best = least median mean NRMSE), then
+``compare.md`` (the verdicts, one table per problem, the rollout's notes, the equal-cost section), per problem a
+folder (``train.h5``, the runs, ``rollout.h5`` and its table, the work–precision table, ``error`` and
+``work_precision`` figures) and ``compare.json``: ``{"schema": SCHEMA, "seeds", "max_steps", "n_train", "n_test",
+"n_steps", "problems": [{"problem", "label", "dim", "dt", "equations", "structure", "verdict", "held_out", "rows":
+[{"method", "kind" (classical, learned, user, baseline), "n_seeds", "split", "n_traj", "train_cpu_s", "failed", and
+per metric (final_rel_error, mean_nrmse, vpt, valid_time, vs_identity, seconds_per_step) the median and
+"<metric>_range" [min, max] over seeds}], "notes", "figures", "equal_cost", ...}]}``. ``--dry-run`` prints the plan
+and its estimated CPU cost and runs nothing; ``--quick`` runs the same path at small sizes.
 """
 
 from __future__ import annotations
@@ -230,7 +239,7 @@ def _spec(source: str, system: Any, n_train: int, n_steps: int) -> dict[str, Any
     sampler, args = cls.default_sampler, {}
     if sampler == "bump":
         raise StudyError(f"--problems: {source}'s conditions are a list of bump parameters (sampler 'bump'), not "
-                         "random draws, so none can be held out; give a vp-gen file of it instead (a data-only problem)")
+                         "random draws, so none can be held out; give a vp-gen file of it instead (data only)")
     if sampler == "paper_sphere":
         sampler = "sphere"
     elif sampler not in ("sphere", "box", "particle"):
