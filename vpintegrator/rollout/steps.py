@@ -165,8 +165,9 @@ class ModelStep(StepMap):
         model on the CPU run the model compiled: packed into arrays and iterated by one numba kernel a whole
         block of steps at a time (``vpintegrator.rollout.numba_model``, runner ``"numba"``), ~1-2 µs per call
         of the paper models at batch 1 against ~200-500 µs for torch, the same numbers to rounding (≤ 1e-12
-        per call, checked against the model on the first window; otherwise, without numba, and for other
-        models or layers, dtypes or devices, torch runs it). 0 turns it off.
+        per call, checked against the model on the first windows, and again only when its weights change;
+        otherwise, without numba, and for other models or layers, dtypes or devices, torch runs it). 0 turns
+        it off.
 
     Notes
     -----
@@ -224,6 +225,7 @@ class ModelStep(StepMap):
         self.scalar_max_batch = scalar_max_batch
         self._fn = model
         self._compiled = None  # CompiledModel while the numba runner is in use
+        self._packed: tuple[Any, list, tuple] | None = None  # _compile's last: (CompiledModel or None, tensors, key)
         self._runner = "eager"
         self.name = str(getattr(model, "config", {}).get("name", type(model).__name__.lower()))
         from ..models.normalise import model_normalisation
@@ -274,7 +276,15 @@ class ModelStep(StepMap):
         return self.model, "eager"
 
     def _compile(self, example):
-        """The model as the numba kernel ([`vpintegrator.rollout.steps.compiled_model`][vpintegrator.rollout.steps.compiled_model]) when it applies."""
+        """The model as the numba kernel ([`vpintegrator.rollout.steps.compiled_model`][vpintegrator.rollout.steps.compiled_model]) when it applies.
+
+        Packed and checked once, on the windows of the first start, and reused by later starts while the model's
+        weights are the same tensors with the same contents (each one's storage and in-place version counter,
+        ``_weights_key``, and no parameter, buffer or module assigned to this model since):
+        an optimiser step, ``load_state_dict`` or an in-place edit makes the next start pack and check again.
+        A change torch does not count (an in-place edit through ``.data``, a plain attribute set by hand) is
+        not seen: build a new ModelStep.
+        """
         import torch
 
         if not (
@@ -283,10 +293,21 @@ class ModelStep(StepMap):
             and self.device.type == "cpu"
         ):
             return None
+        packed = self._packed
+        if packed is not None and packed[2][0] != _ASSIGNED[0]:  # something assigned to some module since
+            tensors = _tensors(self.model)
+            if len(tensors) == len(packed[1]) and all(t is u for t, u in zip(tensors, packed[1])):  # not to this one
+                packed = self._packed = (packed[0], packed[1], (_ASSIGNED[0], *packed[2][1:]))
+        if packed is not None and _weights_key(packed[1]) == packed[2]:
+            return packed[0]
+        tensors = _tensors(self.model)
+        key = _weights_key(tensors)  # taken before the check: a change made during it is seen by the next start
         try:
-            return compiled_model(self.model, example)
+            compiled = compiled_model(self.model, example)
         except Exception:  # a model the packer or the kernel cannot take: torch runs it
-            return None
+            compiled = None
+        self._packed = (compiled, tensors, key)
+        return compiled
 
     def generate(self, n: int) -> np.ndarray:
         import torch
@@ -460,6 +481,33 @@ def compiled_model(model, example) -> Any:
         check = verified(lambda: lambda x: compiled.forward(host(x)), lambda x: host(model(x)), _probe(example),
                          rtol=COMPILED_TOL, atol=COMPILED_TOL, what="the compiled model (numba)")
     return compiled if check.fast else None
+
+
+#: how many parameters, buffers and submodules have been assigned to any module of the process (torch's global
+#: registration hooks, installed by the first ``_weights_key``; 0 before): a ModelStep then walks its model again
+_ASSIGNED = [0]
+
+
+def _tensors(model) -> list:
+    """The model's weights: the tensors of its ``state_dict`` (its parameters and persistent buffers; the
+    non-persistent ones, index tables and masks, follow the parameters' shapes)."""
+    return [t for t in model.state_dict(keep_vars=True).values() if hasattr(t, "data_ptr")]
+
+
+def _weights_key(tensors: list) -> tuple:
+    """``(_ASSIGNED, (storage, in-place version) of each tensor)``: what a packed model of ``tensors`` depends on."""
+    if not _ASSIGNED[0]:
+        from torch.nn.modules import module
+
+        def assigned(*_: Any) -> None:
+            _ASSIGNED[0] += 1
+
+        for register in (module.register_module_parameter_registration_hook,
+                         module.register_module_buffer_registration_hook,
+                         module.register_module_module_registration_hook):
+            register(assigned)
+        _ASSIGNED[0] = 1
+    return (_ASSIGNED[0], *[(t.data_ptr(), t._version) for t in tensors])
 
 
 def compile_model(model, example) -> Any:
