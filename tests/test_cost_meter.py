@@ -94,6 +94,8 @@ def test_a_row_that_fails_stops_the_meter_or_is_left_out_of_the_rounds(fake):
 
 def test_partial_observation_prices_the_rows_that_roll_out_and_names_the_one_that_fails(monkeypatch, capsys):
     """A trained model whose batch-1 rollout raises has no cost; the others keep theirs (the study went on)."""
+    from types import SimpleNamespace
+
     import numpy as np
 
     from vpintegrator.rollout import engine, methods
@@ -108,14 +110,14 @@ def test_partial_observation_prices_the_rows_that_roll_out_and_names_the_one_tha
     def rollout(step, first, h, n_steps):
         if step.bad:
             raise ZeroDivisionError("division by zero")
-        return float(n_steps) * 1e-6  # the engine's own seconds
+        return SimpleNamespace(meta={"seconds": float(n_steps) * 1e-6, "setup_seconds": 2e-6})  # the engine's own
 
     monkeypatch.setattr(methods, "model_step", lambda model: Step(model == "bad"))
     monkeypatch.setattr(engine, "rollout", rollout)
     window = np.zeros((1, 1, 2))
     costs = evaluation.batch1_costs({"good": ("good", window), "vpt_T4": ("bad", window)}, 50)
     assert set(costs) == {"good"}
-    assert costs["good"] == (pytest.approx(50e-6 / (50 * evaluation.H)), "thread_cpu")
+    assert costs["good"] == (pytest.approx(52e-6 / (50 * evaluation.H)), "thread_cpu")  # its steps and start
     assert ("partial_observation: vpt_T4: no batch-1 cost: its rollout failed (ZeroDivisionError: division by zero)"
             in capsys.readouterr().out)
 

@@ -91,8 +91,10 @@ def batch1_costs(rows: dict[str, tuple[Any, np.ndarray]], n_steps: int) -> dict[
     """``{label: (cost, clock)}``: each learned row's batch-1 CPU seconds per unit time, priced alike on the cost
     meter (``vpintegrator.clock.meter``: one cold call, then the minimum over ``METER_REPEATS`` interleaved
     rounds, thread CPU, as the memory study prices its rows): one rollout of ``n_steps`` states by the row's model
-    step map (``vp-rollout``'s: ``model_step``) from ``rows[label] = (model, window)``, the first held-out condition's
-    first window (1, seq_len, dim). A row whose batch-1 rollout raises (a trained model that fails, as its held-out
+    step map (``vp-rollout``'s: ``model_step``, one per row, reused by every call) from ``rows[label] = (model,
+    window)``, the first held-out condition's first window (1, seq_len, dim), priced at the engine's own seconds of
+    its start and steps (the rollout's meta ``seconds + setup_seconds``; the engine's per-call checks, description
+    and output arrays left out). A row whose batch-1 rollout raises (a trained model that fails, as its held-out
     rollouts say) has no cost, said in one line."""
     from ...clock import meter_surviving
     from ...rollout.engine import rollout
@@ -101,7 +103,11 @@ def batch1_costs(rows: dict[str, tuple[Any, np.ndarray]], n_steps: int) -> dict[
     def call(model: Any, window: np.ndarray) -> Any:
         step = model_step(model)
         first = np.ascontiguousarray(window[:, :step.seq_len], dtype=np.float64)
-        return lambda: rollout(step, first, H, int(n_steps))
+
+        def once() -> float:
+            meta = rollout(step, first, H, int(n_steps)).meta
+            return float(meta["seconds"]) + float(meta["setup_seconds"])
+        return once
 
     costs, failed = meter_surviving({label: call(model, window) for label, (model, window) in rows.items()},
                                     repeats=METER_REPEATS)
