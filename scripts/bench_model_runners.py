@@ -3,6 +3,7 @@
 
     OMP_NUM_THREADS=1 python scripts/bench_model_runners.py [--batches 1,16,128,1024] [--rounds 3] [--calls 3000] [--compile]
         [--models a,b] [--window-models gru,lru,delay_mlp,delay_mlp2,vpt_mix,delay_vpff] [--steps 3000]
+        [--rollout-calls 100,1000] [--call-rounds 30]
 
 For every shipped model (float64, CPU, one torch thread) and batch size, the thread CPU time per step of
 ``ModelStep.generate`` by each runner, in interleaved rounds (best of ``--rounds``; the machines are shared):
@@ -25,6 +26,14 @@ and by the compiled runner, interleaved, best of ``--rounds``, and the ratio eag
 a lean loop of the same weights written here as a user would (``lean_gru``: one numba function, the GRU and the
 readout by hand, the window shifted in place), timed in the same rounds: compiled / lean is what the package's
 runner costs over the arithmetic (the compiled runner's kernel alone, ``CompiledModel.run_rows``, beside it).
+
+With ``--rollout-calls 100,1000``: whole ``rollout()`` calls of each of those many steps at batch 1 for the GRU (of
+the window-model table) and the paper VPT (``pretrained:rigid_body_vpt``), thread CPU per call, interleaved, best of
+``--call-rounds``: ``fresh`` a new ModelStep per call (its start packs and checks the model, as every start did
+before ModelStep kept its check), ``reused`` one ModelStep for every call (``price``: the engine's own seconds of
+that call, ``meta["seconds"] + meta["setup_seconds"]``, what the studies' meter prices), against the kernel alone
+on the same steps (``kernel``) and, for the GRU, the lean loop (``lean``); the ratios are over the lean loop, or
+over the kernel for the VPT (no lean VPT is written here).
 """
 
 from __future__ import annotations
@@ -215,6 +224,63 @@ def window_models(names: list[str], rounds: int, steps: int) -> None:
               + ", ".join(f"{k} Δ {d:.0e}" for k, d in diffs.items()) + ")", flush=True)
 
 
+def rollout_calls(lengths: list[int], rounds: int) -> None:
+    """Whole rollout() calls at batch 1, a fresh ModelStep per call and one reused, against the kernel and the
+    lean loop (module docstring)."""
+    print(f"\nwhole rollout() calls at batch 1, thread CPU µs per call, best of {rounds} interleaved rounds; "
+          "ratio = call / lean (GRU) or / kernel (VPT)")
+    for name in ("gru", "rigid_body_vpt"):
+        model = (window_model(name) if name == "gru"
+                 else vp.load_model(f"pretrained:{name}").double().eval())
+        T, P, dim = model.seq_len, model.pred_window, model.dim
+        rng = np.random.default_rng(0)
+        x = (rng.normal(size=(1, 1, dim)) * 0.3 + np.cumsum(rng.normal(size=(1, T, dim)), axis=1) * 1e-3
+             if name == "gru" else rng.normal(size=(1, T, dim)) * 0.3)
+        reused = ModelStep(model, device="cpu")
+        reused.start(x, None)
+        if reused.describe()["runner"] != "numba":
+            print(f"{name:15s} runs in torch: no compiled form")
+            continue
+        packed = reused._compiled
+        lean = lean_gru(model) if name == "gru" else None
+        for n in lengths:
+            n_calls = -(-(n - T + 1) // P)  # the calls a rollout of n steps makes
+            kernel_ctx, kernel_out = x.copy(), np.empty((1, n_calls * P, dim))
+            lean_x, lean_out = x[0].copy(), np.empty((n, dim))
+            price = [float("inf")]
+
+            def reuse() -> None:
+                meta = rollout(reused, x, 0.1, n).meta
+                price[0] = min(price[0], meta["seconds"] + meta["setup_seconds"])
+
+            def kernel() -> None:
+                kernel_ctx[:] = x
+                packed.run_rows(kernel_ctx, n_calls, False, kernel_out)
+
+            def lean_loop() -> None:
+                lean_x[:] = x[0]
+                lean(lean_x, n - T + 1, lean_out)
+
+            timed = {"fresh": lambda: rollout(ModelStep(model, device="cpu"), x, 0.1, n), "reused": reuse,
+                     "kernel": kernel}
+            if lean is not None:
+                timed["lean"] = lean_loop
+            for fn in timed.values():  # compile / warm
+                fn()
+            price[0] = float("inf")
+            best = {k: float("inf") for k in timed}
+            for _ in range(rounds):
+                for k, fn in timed.items():
+                    tic = time.thread_time()
+                    fn()
+                    best[k] = min(best[k], time.thread_time() - tic)
+            base = best["lean" if lean is not None else "kernel"]
+            cells = "  ".join(f"{k} {sec * 1e6:8.1f}" for k, sec in best.items())
+            print(f"{name:15s} {n:5d} steps: {cells}  price {price[0] * 1e6:8.1f}  |  "
+                  f"fresh {best['fresh'] / base:5.2f}x  reused {best['reused'] / base:5.2f}x  "
+                  f"price {price[0] / base:5.2f}x", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", default=f"1,16,{MODEL_MAX_BATCH},1024",
@@ -227,6 +293,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3000, help="steps per timed round of the window models")
     parser.add_argument("--calls", type=int, default=3000, help="trajectory-calls per timed round")
     parser.add_argument("--compile", action="store_true", help="time torch.compile too (seconds to build each)")
+    parser.add_argument("--rollout-calls", default="", type=lambda s: [int(v) for v in s.split(",") if v],
+                        help="steps of the whole rollout() calls timed at batch 1 (e.g. 100,1000; '' for none)")
+    parser.add_argument("--call-rounds", type=int, default=30, help="interleaved rounds of the rollout() calls")
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(f"thread CPU µs per step, best of {args.rounds} interleaved rounds; ratio = trace / runner "
@@ -257,6 +326,8 @@ def main() -> None:
                 cells.append(f"{k} {sec * 1e6:8.1f} ({ratio:5.2f}x, Δ {diff:.0e}{extra})")
             print(f"{name:42s} batch {batch:5d}: " + "  ".join(cells), flush=True)
     window_models(args.window_models, args.rounds, args.steps)
+    if args.rollout_calls:
+        rollout_calls(args.rollout_calls, args.call_rounds)
 
 
 if __name__ == "__main__":
