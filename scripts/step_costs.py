@@ -1,7 +1,7 @@
 """Print the measured step costs the studies' step budgets are made from (issue 65: budgets in work).
 
 Reads the shipped results of the partial-observation study (``docs/data/partial_observation/default.json`` and
-``toda_default.json``: each training run's validation curve holds the process CPU seconds at the end of every
+``toda_default.json``, archived since in ``docs/data/archive/``: each training run's validation curve holds the process CPU seconds at the end of every
 epoch) and of the reduction study (``docs/data/reduction/default.json``: each flow map's ``train_cpu`` and
 ``epochs``), and prints, per training configuration, the median CPU seconds of one epoch: the literals
 ``STEP_COSTS`` of ``vpintegrator/studies/partial_observation/design.py`` and ``FLOW_MAP_EPOCH_COSTS`` of
@@ -31,9 +31,11 @@ REV: str | None = None  # --rev: read the shipped files as they were at this git
 
 
 def shipped(path: str) -> list[dict]:
-    """The rows of a shipped results file, from the working tree or (``--rev``) from git."""
+    """The rows of a shipped results file, from the working tree (``docs/data/archive/`` once a re-make
+    superseded it) or (``--rev``) from git."""
     if REV is None:
-        text = (ROOT / path).read_text()
+        archived = ROOT / path.replace("docs/data/", "docs/data/archive/", 1)
+        text = (ROOT / path if (ROOT / path).is_file() else archived).read_text()
     else:
         text = subprocess.run(["git", "show", f"{REV}:{path}"], cwd=ROOT, check=True, capture_output=True,
                               text=True).stdout

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from vpintegrator._shipped import results_files
 from vpintegrator.data import integrate, read_rollout, read_trajectories, write_trajectories
 from vpintegrator.data.delay import (delay_embedding_log_det, exact_delay_log_det, verlet_delay_jacobian,
                                      verlet_delay_map)
 from vpintegrator.data.observation import (fit_basis, observation_from_record, observation_of, observe_trajectories,
                                            resolve_observation)
 from vpintegrator.errors import VPIntegratorError
-from vpintegrator.studies.options import SHIPPED_RESULTS
 from vpintegrator.systems import CoupledOscillator, RigidBody
 
 H = 0.2
@@ -457,11 +457,11 @@ def test_the_observed_reference_continues_the_file_and_integrates_held_out_condi
 
 
 @pytest.mark.parametrize("name", [n.removeprefix("partial_observation/")
-                                  for n in SHIPPED_RESULTS["partial_observation"]
-                                  if "/recurrent" not in n])  # the recurrent sizes: their own page
+                                  for n in results_files(archived=True) if n.startswith("partial_observation/")
+                                  if "/recurrent" not in n])  # the recurrent sizes: their own page; the archived too
 def test_the_documented_tables_are_drawn_from_the_shipped_json(name):
     """docs/partial_observation.md shows every table line the study builds from its shipped JSON
-    docs/data/partial_observation/<name>.json, through the study's own formatting (``--table-only`` on a copy of
+    docs/data/[archive/]partial_observation/<name>.json, through the study's own formatting (``--table-only`` on a copy of
     it rebuilds them; a number edited on the page, or a file from another run, fails here), with the target's
     verdict (the Toda files: Toda rows only), and the JSON names no path of the machine it ran on."""
     from pathlib import Path
@@ -473,7 +473,7 @@ def test_the_documented_tables_are_drawn_from_the_shipped_json(name):
     page_file = root / "docs" / "partial_observation.md"
     if not page_file.is_file():
         pytest.skip("repository files (not in the wheel)")
-    raw = (root / "docs" / "data" / "partial_observation" / f"{name}.json").read_text()
+    raw = results_files(archived=True)[f"partial_observation/{name}"].read_text()
     assert "/tmp/" not in raw and "/work/" not in raw and "/home/" not in raw
     rows = unplain(json.loads(raw))["rows"]
     text = tables(summarize_rows(rows))

@@ -82,8 +82,10 @@ def test_table_only_draws_a_shipped_results_file_into_a_new_directory(tmp_path, 
     from vpintegrator.studies.partial_observation import STUDY
 
     root = Path(__file__).resolve().parents[1]
-    source = root / "docs" / "data" / "partial_observation" / f"{name}.json"
-    if not source.is_file():
+    from vpintegrator._shipped import results_files
+
+    source = results_files(archived=True).get(f"partial_observation/{name}")
+    if source is None or not (root / "docs" / "data").is_dir():
         pytest.skip("repository files (not in the wheel)")
     out = tmp_path / "drawn"
     assert main(STUDY, ["--out", str(out), "--table-only", "--results", str(source), "-q"]) == 0

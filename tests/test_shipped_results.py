@@ -111,22 +111,49 @@ def test_a_name_that_ships_nothing_is_one_line_naming_what_ships(installed, tmp_
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.endswith("--results: 'rigid_body_quality' is neither a file nor a shipped results "
                                             "name; shipped: " + ", ".join(_shipped.results_files()))
-    assert "partial_observation/default" in err and "reduction/default" in err
-    with pytest.raises(VPIntegratorError, match=r"it ships with the package: give the name 'rigid_body_study'"):
-        _shipped.results_path("docs/data/rigid_body_study.json")
-    assert _shipped.results_path("rigid_body_study.json") == installed / "rigid_body_study.json"
-    with pytest.raises(VPIntegratorError, match=r"give the name 'partial_observation/default'"):
-        _shipped.results_path("docs/data/partial_observation/default.json")
-    assert (_shipped.results_path("partial_observation/default")
-            == installed / "partial_observation" / "default.json")
+    assert "partial_observation/default_steps" in err and "reduction/default" in err
+    with pytest.raises(VPIntegratorError, match=r"it ships with the package: give the name 'rigid_body_study_plateau'"):
+        _shipped.results_path("docs/data/rigid_body_study_plateau.json")
+    assert _shipped.results_path("rigid_body_study_plateau.json") == installed / "rigid_body_study_plateau.json"
+    with pytest.raises(VPIntegratorError, match=r"give the name 'partial_observation/default_steps'"):
+        _shipped.results_path("docs/data/partial_observation/default_steps.json")
+    assert (_shipped.results_path("partial_observation/default_steps")
+            == installed / "partial_observation" / "default_steps.json")
+
+
+ARCHIVED = ["unknown_form", "rigid_body_study", "rigid_body_structure_study", "partial_observation/default",
+            "partial_observation/quick", "partial_observation/mid", "partial_observation/toda",
+            "partial_observation/toda_default"]
+
+
+def test_superseded_runs_are_archived_out_of_the_wheel_and_read_by_path(tmp_path, monkeypatch, capsys):
+    """The runs a re-make superseded live in docs/data/archive/ (issue 87): one current file per study ships,
+    the archived ones are neither listed nor packaged, a clone reads them by path, and their old name is one
+    line that gives the path."""
+    if not (ROOT / _shipped.ARCHIVE).is_dir():
+        pytest.skip("repository files (not in the wheel)")
+    archived = _shipped.results_files(archived=True)
+    assert sorted(set(archived) - set(_shipped.results_files())) == sorted(ARCHIVED)
+    assert not [n for n in archived if n.startswith("archive/")]  # listed under the names they shipped as only
+    assert {len(SHIPPED_RESULTS[s]) for s in ("rigid_body", "rigid_body_structure", "unknown_form")} == {1}
+    for name in ARCHIVED:
+        with pytest.raises(VPIntegratorError, match=rf"'{name}' is archived, not shipped: give the path "
+                                                    rf"docs/data/archive/{name}.json in a clone"):
+            _shipped.results_path(name)
+    monkeypatch.chdir(ROOT)
+    assert _shipped.results_path("docs/data/archive/unknown_form.json") == Path("docs/data/archive/unknown_form.json")
+    out = tmp_path / "redraw"
+    assert run_study("rigid_body", ["--table-only", "--results", "docs/data/archive/rigid_body_study.json",
+                                    "--out", str(out), "-q"]) == 0
+    assert _expected("rigid_body", archived["rigid_body_study"]) == (out / "results.md").read_text(encoding="utf-8")
 
 
 def test_a_redraw_never_writes_into_a_run_directory(installed, tmp_path, capsys):
     run = tmp_path / "run"
     (run / "train").mkdir(parents=True)
     (run / "results.md").write_text("the run's own")
-    assert run_study("rigid_body", ["--table-only", "--results", "rigid_body_study", "--out", str(run)]) == 2
+    assert run_study("rigid_body", ["--table-only", "--results", "rigid_body_study_plateau", "--out", str(run)]) == 2
     assert "holds other files" in capsys.readouterr().err
     assert (run / "results.md").read_text() == "the run's own"
-    assert run_study("rigid_body", ["--results", "rigid_body_study", "--out", str(run)]) == 2
+    assert run_study("rigid_body", ["--results", "rigid_body_study_plateau", "--out", str(run)]) == 2
     assert "--results is read by --table-only only" in capsys.readouterr().err

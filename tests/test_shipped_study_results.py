@@ -35,7 +35,7 @@ def _missing(lines: list[str], page: str) -> list[str]:
 def test_the_rigid_body_tables_are_drawn_from_the_shipped_results():
     from vpintegrator.studies.rigid_body_results import format_results, read_results
 
-    res = read_results(DATA / "rigid_body_study.json")
+    res = read_results(DATA / "archive" / "rigid_body_study.json")
     assert res["meta"]["seeds"] == [0, 1, 2, 3, 4]
     assert res["meta"]["models"] == ["vpff", "vpt", "vpt_arb", "st"]
     page = _section(PAGE.read_text(encoding="utf-8"), "## 2. Rigid body", "## 3. ")
@@ -77,7 +77,7 @@ def test_the_coupled_oscillator_tables_are_drawn_from_the_shipped_results():
 def test_the_structure_tables_are_drawn_from_the_shipped_results():
     from vpintegrator.studies.rigid_body_structure import MODELS, format_results, read_results
 
-    res = read_results(DATA / "rigid_body_structure_study.json")
+    res = read_results(DATA / "archive" / "rigid_body_structure_study.json")
     assert res["settings"]["seeds"] == [0, 1, 2, 3, 4] and res["settings"]["models"] == list(MODELS)
     assert res["settings"]["budget"] == "cpu"  # CPU seconds: a loaded machine does not cut a training short
     page = _section(PAGE.read_text(encoding="utf-8"), "## 1. Rigid body", "## 2. ")
@@ -102,8 +102,8 @@ def test_the_plateau_rule_structure_tables_are_drawn_from_their_shipped_results(
 
 
 def test_the_shipped_results_hold_no_path_of_the_machine_they_ran_on():
-    for name in ("rigid_body_study.json", "rigid_body_study_plateau.json", "coupled_oscillator_study.json",
-                 "rigid_body_structure_study.json", "rigid_body_structure_study_plateau.json"):
+    for name in ("archive/rigid_body_study.json", "rigid_body_study_plateau.json", "coupled_oscillator_study.json",
+                 "archive/rigid_body_structure_study.json", "rigid_body_structure_study_plateau.json"):
         text = (DATA / name).read_text(encoding="utf-8")
         assert "../.." not in text, name
         for prefix in ("/work/", "/tmp/", "/home/", "/root/", "/Users/", "C:\\\\"):

@@ -15,7 +15,7 @@ from vpintegrator.studies.stats import unplain
 
 
 def _rows(name: str) -> list[dict]:
-    rows = unplain(json.loads(results_files()[name].read_text()))["rows"]
+    rows = unplain(json.loads(results_files(archived=True)[name].read_text()))["rows"]
     models = [r for r in rows if r.get("stopped") is not None]
     assert len(models) >= 2
     models[0].update(stop_record({"stopped": "lm_stuck"}))

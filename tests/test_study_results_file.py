@@ -50,7 +50,7 @@ def test_each_study_merges_a_rerun_into_its_rows_by_its_key(study, name, key):
     import importlib
 
     mod = importlib.import_module(f"vpintegrator.studies.{study}")
-    rows = mod.RESULTS.read_rows(results_files()[name])
+    rows = mod.RESULTS.read_rows(results_files(archived=True)[name])
     new = [{**rows[0], "note": "rerun"}, {**rows[-1], "label": "a new row"}]
     got = mod.merge_rows(rows, new)
     assert got == _merged(rows, new, key)

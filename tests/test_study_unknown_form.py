@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vpintegrator._shipped import results_files
 from vpintegrator.studies import unknown_form as uf
 from vpintegrator.studies.unknown_form import design as uf_design, runs as uf_runs
 from vpintegrator.studies.stats import write_json
@@ -438,17 +439,18 @@ def test_estimate_prints_the_plan_and_runs_nothing(tmp_path, capsys):
     assert not out.exists()
 
 
-@pytest.mark.skipif(not (Path(__file__).resolve().parent.parent / "docs" / "data" / "unknown_form.json").is_file(),
+@pytest.mark.skipif(not (Path(__file__).resolve().parent.parent / "docs" / "data" / "archive" / "unknown_form.json").is_file(),
                     reason="repository files (not in the wheel)")
 @pytest.mark.parametrize("name", ["unknown_form", "unknown_form_plateau"])
 def test_the_shipped_results_are_the_docs_tables(name):
-    """docs/data/NAME.json is the file the tables of its section of docs/unknown_form.md come from: every line
-    of the tables `--table-only` draws from it is in that section, so no number there is typed by hand."""
+    """docs/data/NAME.json (the earlier record: docs/data/archive/unknown_form.json) is the file the tables of its
+    section of docs/unknown_form.md come from: every line of the tables `--table-only` draws from it is in that section, so no number there is typed by hand."""
     root = Path(__file__).resolve().parent.parent
-    doc = json.loads((root / "docs" / "data" / f"{name}.json").read_text(encoding="utf-8"))
+    path = results_files(archived=True)[name]
+    doc = json.loads(path.read_text(encoding="utf-8"))
     assert doc["commands"] and all(c.startswith("vp-study unknown_form ") for c in doc["commands"])
     text = (root / "docs" / "unknown_form.md").read_text(encoding="utf-8")
-    marker = f"--results {name} "
+    marker = f"--results {path.relative_to(root).as_posix() if 'archive' in path.parts else name} "
     assert text.count(marker) == 1, f"one section of the page names {marker!r}"
     start = text.index(marker)
     section = text[text.rindex("\n## ", 0, start):]

@@ -15,7 +15,7 @@ from pathlib import Path
 from .errors import VPIntegratorError
 
 __all__ = ["shipped_dirs", "shipped_file", "list_configs", "config_files", "config_path", "config_description",
-           "results_files", "results_path", "PRETRAINED_DIR", "pretrained_names", "pretrained_records"]
+           "results_files", "results_path", "ARCHIVE", "PRETRAINED_DIR", "pretrained_names", "pretrained_records"]
 
 PACKAGE = Path(__file__).resolve().parent
 #: (repository directory, its copy inside the wheel)
@@ -23,6 +23,9 @@ SPECS = ("systems", "_specs")
 CONFIGS = ("configs", "_configs")
 #: the studies' results files (``<name>.json``), from which their tables and figures redraw without a run
 RESULTS = ("docs/data", "_results")
+#: older or superseded results files, moved out of the wheel under the name they shipped as
+#: (``docs/data/archive/<name>.json``): a clone keeps them for the pages that cite them, read by path
+ARCHIVE = "docs/data/archive"
 #: the shipped pretrained models (``<name>.pt``) and their metadata (``provenance.json``)
 PRETRAINED_DIR = PACKAGE / "pretrained"
 
@@ -98,19 +101,24 @@ def config_path(name_or_path: str | os.PathLike[str]) -> Path:
     raise VPIntegratorError(f"unknown config {text!r}; shipped configs: {names}; or give a path to a .toml file")
 
 
-def results_files() -> dict[str, Path]:
+def results_files(archived: bool = False) -> dict[str, Path]:
     """Shipped results file name -> file, sorted by name. The name is the file's path below ``docs/data/``
-    without ``.json``: ``rigid_body_study``, ``partial_observation/default`` (a study with several sizes keeps
-    them in its own folder)."""
+    without ``.json``: ``rigid_body_study_plateau``, ``partial_observation/default_steps`` (a study with several
+    sizes keeps them in its own folder). ``archived``: the archived files of a clone (``docs/data/archive/``)
+    too, under the names they shipped as."""
     files: dict[str, Path] = {}
+    archive = PACKAGE.parent / ARCHIVE
     for d in reversed(shipped_dirs(*RESULTS)):  # the repository's copy wins over the packaged one
-        files.update({p.relative_to(d).with_suffix("").as_posix(): p for p in sorted(d.rglob("*.json"))})
+        files.update({p.relative_to(d).with_suffix("").as_posix(): p for p in sorted(d.rglob("*.json"))
+                      if not p.is_relative_to(archive)})
+    if archived and archive.is_dir():
+        files.update({p.relative_to(archive).with_suffix("").as_posix(): p for p in sorted(archive.rglob("*.json"))})
     return dict(sorted(files.items()))
 
 
 def results_path(name_or_path: str | os.PathLike[str], key: str = "results") -> Path:
     """The results file given as a path (an existing file) or a shipped name (``coupled_oscillator_study``,
-    ``partial_observation/default``, with or without ``.json``); else a one-line error naming ``key`` and the shipped names."""
+    ``partial_observation/default_steps``, with or without ``.json``); else a one-line error naming ``key`` and the shipped names."""
     text = os.fsdecode(os.fspath(name_or_path))
     path = Path(text)
     if path.is_file():
@@ -122,6 +130,9 @@ def results_path(name_or_path: str | os.PathLike[str], key: str = "results") -> 
     parts = Path(name).parts  # docs/data/NAME.json seen from outside the clone: the name is below data/
     below = "/".join(parts[parts.index("data") + 1:]) if "data" in parts else Path(name).name
     hint = f"; it ships with the package: give the name {below!r}" if below != name and below in files else ""
+    archived = next((n for n in (name, below) if n in results_files(archived=True)), None)
+    if not hint and archived:
+        hint = f"; {archived!r} is archived, not shipped: give the path {ARCHIVE}/{archived}.json in a clone"
     raise VPIntegratorError(f"{key}: {text!r} is neither a file nor a shipped results name{hint}; shipped: "
                             f"{', '.join(files) or '(none found)'}", key=key)
 

@@ -306,7 +306,7 @@ SCHEMA = ResultsSchema("rigid_body", {
 
 
 def read_results(path: str | Path) -> dict[str, Any]:
-    """A ``results.json`` this study wrote (the shipped one: ``docs/data/rigid_body_study.json``) as
+    """A ``results.json`` this study wrote (the shipped one: ``docs/data/rigid_body_study_plateau.json``) as
     [`build_results`][vpintegrator.studies.rigid_body_results.build_results] gives it (±inf restored), so that
     [`format_results`][vpintegrator.studies.rigid_body_results.format_results] draws its tables without the run
     directory."""
