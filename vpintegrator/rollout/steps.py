@@ -282,8 +282,8 @@ class ModelStep(StepMap):
         weights are the same tensors with the same contents (each one's storage and in-place version counter,
         ``_weights_key``, and no parameter, buffer or module assigned to this model since):
         an optimiser step, ``load_state_dict`` or an in-place edit makes the next start pack and check again.
-        A change torch does not count (an in-place edit through ``.data``, a plain attribute set by hand) is
-        not seen: build a new ModelStep.
+        A model the check refused runs in torch until then. A change torch does not count (an in-place edit
+        through ``.data``, a plain attribute set by hand) is not seen: build a new ModelStep.
         """
         import torch
 
@@ -489,9 +489,12 @@ _ASSIGNED = [0]
 
 
 def _tensors(model) -> list:
-    """The model's weights: the tensors of its ``state_dict`` (its parameters and persistent buffers; the
+    """The model's weights: the dense tensors of its ``state_dict`` (its parameters and persistent buffers; the
     non-persistent ones, index tables and masks, follow the parameters' shapes)."""
-    return [t for t in model.state_dict(keep_vars=True).values() if hasattr(t, "data_ptr")]
+    import torch
+
+    return [t for t in model.state_dict(keep_vars=True).values()
+            if isinstance(t, torch.Tensor) and t.layout == torch.strided]
 
 
 def _weights_key(tensors: list) -> tuple:
