@@ -7,7 +7,8 @@ about it (``rows_for``):
 - with the equations: ``rk4`` always; ``implicit_midpoint`` and ``gauss_legendre4`` where the system has a
   Jacobian (their Newton solves need it); ``stormer_verlet`` where it is separable; and the work–precision ladder
   of these (``vpintegrator.rollout.precision.run_work_precision``), each at the learned rows' cost;
-- learned maps of the problem's structure class, trained on a step budget (``--max-steps``) over ``--seeds``:
+- learned maps of the problem's structure class, trained by Levenberg–Marquardt in float64 from 0.1× the initial
+  weights on a step budget (``--max-steps``, LM iterations) over ``--seeds``:
   the seeds' VPT always (its row is in every verdict), ``g_sympnet`` where the field is canonical Hamiltonian in
   (q, p) halves (measured: ``JᵀΩ + ΩJ = 0`` on samples), the plain transformer ``st`` always; a user's network by
   import path (``--model package.module:Class``, trained alike) or a saved model (a run directory or ``.pt``,
@@ -61,14 +62,16 @@ LEARNED = ("vpt", "g_sympnet", "st")
 IDENTITY = "identity"
 ROWS = (*CLASSICAL, *LEARNED, IDENTITY)
 #: sizes by --quick (False, True): training and test conditions, seeds, optimiser steps, horizon in steps
-SIZES = {False: {"n_train": 200, "n_test": 32, "seeds": [0, 1, 2], "max_steps": 2000, "n_steps": 100},
-         True: {"n_train": 24, "n_test": 8, "seeds": [0, 1], "max_steps": 150, "n_steps": 30}}
+SIZES = {False: {"n_train": 200, "n_test": 32, "seeds": [0, 1, 2], "max_steps": 300, "n_steps": 100},
+         True: {"n_train": 24, "n_test": 8, "seeds": [0, 1], "max_steps": 40, "n_steps": 30}}
+#: windows per Levenberg-Marquardt subsample (the learned rows' optimiser, ``_train``)
+LM_WINDOWS = 512
 #: the learned rows' hyper-parameters (small: a step budget, not a paper's run)
 HPARAMS = {"vpt": {"seq_len": 2, "n_blocks": 1, "L": 2}, "st": {"seq_len": 2, "n_blocks": 1, "L": 2},
            "g_sympnet": {"n_layers": 2}}
-#: the dry run's estimate: CPU seconds per optimiser step (batch 64, these sizes), per training's set-up, per
+#: the dry run's estimate: CPU seconds per LM iteration (LM_WINDOWS windows, these sizes), per training's set-up, per
 #: problem's generation and rollouts (measured on one core of the machine that wrote this module)
-CPU_BASIS = {"step": 0.005, "training": 1.0, "problem": 10.0}
+CPU_BASIS = {"step": 0.04, "training": 1.0, "problem": 10.0}
 #: the tolerance of the structure measured on samples (relative to the Jacobian's size)
 STRUCTURE_RTOL = 1e-8
 
@@ -93,7 +96,8 @@ class CompareOptions(Config):
     seeds : list
         Comma list of training seeds (default 0,1,2; 0,1 with --quick).
     max_steps : int
-        Optimiser steps of each training (the step budget; default 2000, 150 with --quick).
+        Levenberg–Marquardt iterations of each training (the step budget; default 300, 40 with --quick), in float64
+        from 0.1× the initial weights.
     n_train : int
         Trajectories of the training file (default 200; 24 with --quick), of which vp-train keeps a tenth for
         validation and a tenth as the test split.
@@ -361,8 +365,10 @@ def _train(plan: ComparePlan, row: str, seed: int, train: str, folder: Path) -> 
     model = {"name": name, **HPARAMS.get(row, {})}
     out = folder / f"{row}@s{seed}"
     tic = time.process_time()
-    fit({"data": [train], "model": model}, out=str(out), max_steps=plan.max_steps, epochs=10**6, batch_size=64,
-        seed=seed, overwrite=True)
+    # Levenberg-Marquardt in float64 from 0.1x the initial weights: the package's trainer for these small models
+    # (configs/rigid_body_vpt_lm.toml; Adam needs hours, and LM stalls from the default initial scale)
+    fit({"data": [train], "model": model}, out=str(out), max_steps=plan.max_steps, epochs=10**6, optimizer="lm",
+        dtype="float64", init_scale=0.1, lm_windows=LM_WINDOWS, lm_iters_per_epoch=10, seed=seed, overwrite=True)
     return str(out), time.process_time() - tic
 
 
