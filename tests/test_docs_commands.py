@@ -331,6 +331,7 @@ TINY_STUDY: dict[str, dict[str, str]] = {
     "coupled_oscillator": {"models": "vpt", "train_seconds": "1", "max_steps": "2", "n_steps": "10", "heldout": "1",
                            "train_n_traj": str(TINY_N_TRAJ)},
     "context": {"epochs": "1", "n_test": "2"},
+    "compare": {"n_train": "10", "n_test": "2", "max_steps": "2", "n_steps": "5"},
 }
 TINY_STUDY_SIZES = {"n_train", "n_test", "budget_seconds", "max_steps", "bath_sizes", "sizes", "floor_dims",
                     "reduced_dims", "autoencoder_sizes", "train_seconds", "repeats", "autoencoder_steps",
