@@ -119,9 +119,9 @@ class Normalisation:
             return np.where(on, a * p * np.ceil((last / a + b) / p - 0.5), 0.0)
         import torch
 
-        p = torch.as_tensor(safe, dtype=last.dtype, device=last.device)
-        on = torch.as_tensor(per > 0, device=last.device)
-        return torch.where(on, a * p * torch.ceil((last / a + b) / p - 0.5), torch.zeros_like(last))
+        pt = torch.as_tensor(safe, dtype=last.dtype, device=last.device)
+        ont = torch.as_tensor(per > 0, device=last.device)
+        return torch.where(ont, a * pt * torch.ceil((last / a + b) / pt - 0.5), torch.zeros_like(last))
 
     def call(self, model: Any) -> Any:
         """``model`` as its calls run in these coordinates: ``model`` itself, or with periodic components the

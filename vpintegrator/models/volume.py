@@ -50,7 +50,7 @@ class _SymmetricPlanes(SymmetricComposition):
             return componentwise.chain_components(layers, x)  # what inductor fuses into few loops
         spec = fused_spec(layers, x)
         if spec is not None:  # the whole network as one autograd node, bitwise the same forward
-            return fused_chain(self, layers, spec, x, rows=True)
+            return fused_chain(cast(nn.Module, self), layers, spec, x, rows=True)
         return from_planes(self._forward_planes(to_planes(x)))  # (dim, seq, batch) between the layers
 
     def _run_steps(self, x: torch.Tensor, steps: list[Step]) -> torch.Tensor:

@@ -554,7 +554,8 @@ def _window_model(pk: Packer, model: Any, dim: int) -> None:
     pk.op(OP_FEATURES, 0, x_off)  # field 1: the vector's length, filled in by pack
     if type(model) is GRUWindow:
         src, n_in = x_off, dim
-        for gru in model.grus:
+        grus: Any = model.grus  # (a ModuleList: its items are typed Module | Tensor)
+        for gru in grus:
             w = int(gru.width)
             p_off = pk.add(gru.input.weight)
             for part in (gru.input.bias, gru.hidden.weight, gru.hidden.bias):
@@ -570,7 +571,8 @@ def _window_model(pk: Packer, model: Any, dim: int) -> None:
         e_w, e_b = pk.add(model.encoder.weight), pk.add(model.encoder.bias)
         for t in range(T):
             pk.op(OP_DENSE, x_off + t * dim, u_off + t * width, dim, width, e_w, e_b, 0)
-        for i, (lru, mix) in enumerate(zip(model.lrus, model.mix)):
+        lrus: Any = model.lrus
+        for i, (lru, mix) in enumerate(zip(lrus, model.mix)):
             last, N = i == len(model.lrus) - 1, int(lru.state)
             k_re, k_im = lru._powers(torch.arange(T, dtype=torch.float64))  # γ λ^j, j = 0 … T − 1: (T, N)
             p_off = pk.add(k_re)

@@ -240,7 +240,7 @@ def _spec(source: str, system: Any, n_train: int, n_steps: int) -> dict[str, Any
         return {**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)}, "n_traj": n_train,
                 "t_end": n_steps * base.dt, "seed": 0, "out": ""}
     dt = float(cls.default_dt or 0.1)
-    sampler, args = cls.default_sampler, {}
+    sampler, args = cls.default_sampler, dict[str, Any]()
     if sampler == "bump":
         raise StudyError(f"--problems: {source}'s conditions are a list of bump parameters (sampler 'bump'), not "
                          "random draws, so none can be held out; give a vp-gen file of it instead (data only)")

@@ -50,7 +50,7 @@ def summarize(values: Iterable[float]) -> dict[str, Any]:
     return {"mean": mean, "std": None if math.isnan(std) else std, "n": len(vals), "values": vals}
 
 
-def median_interval(values: Iterable[float], lo: float = 10.0, hi: float = 90.0) -> dict[str, Any]:
+def median_interval(values: Iterable[float | None], lo: float = 10.0, hi: float = 90.0) -> dict[str, Any]:
     """``{"median", "lo", "hi", "n"}`` over the values (e.g. initial conditions): the median and the
     ``lo``–``hi`` % interval by the package's one definition (``vpintegrator.quantiles``: linear interpolation
     between order statistics, a failed value (NaN) counted as +inf, so a blown-up condition moves them up and is

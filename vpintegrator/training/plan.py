@@ -664,7 +664,7 @@ def window_sets(plan: TrainPlan, data, data_paths: list[str], seq_len: int, pred
         period = None if observation is not None else state_periods(data.system, data.dim, data.meta)
         norm, norm_record = normalised(plan, model, name, train_states, period)
     shift = norm.window_shift if norm is not None and norm.wraps else None
-    if shift is not None and cut.unroll > 1:
+    if norm is not None and shift is not None and cut.unroll > 1:
         raise VPIntegratorError(f"unroll = {cut.unroll} with periodic components wrapped ({norm.describe()}): the "
                                 "unrolled calls are not wrapped; set unroll = 1 (or normalise = 'off')", key="unroll")
     if norm is None:
