@@ -142,3 +142,13 @@ def test_bad_input_is_one_line_before_anything_trains(tmp_path, capsys, args, sa
 def test_a_dysts_flow_is_a_problem():
     problem = _problem("dysts:Lorenz", 8, 8)
     assert problem.dim == 3 and problem.has_equations and "vpt" in rows_for(problem)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("dysts") is None, reason="dysts (the optional extra) is not installed")
+def test_a_dysts_flow_without_a_jacobian_gets_the_adapters_measured_structure():
+    """dysts gives the ABC flow and the swinging Atwood machine no Jacobian: their structure is the adapter's, by
+    differences of the field (volume-preserving; the Atwood machine canonical, so a symplectic row too)."""
+    abc, atwood = _problem("dysts:ArnoldBeltramiChildress", 8, 8), _problem("dysts:SwingingAtwood", 8, 8)
+    assert abc.structure == ("volume",) and "g_sympnet" not in rows_for(abc)
+    assert atwood.structure == ("volume", "canonical") and "g_sympnet" in rows_for(atwood)
+    assert "implicit_midpoint" not in rows_for(abc)  # no Jacobian: no Newton solve

@@ -213,7 +213,14 @@ def _measured_structure(system: Any, y: np.ndarray) -> tuple[str, ...]:
     try:
         jac = np.asarray(system.jacobian(y), dtype=np.float64)
     except (NotImplementedError, TypeError, AttributeError):
-        return ("separable",) if system.separable else ()
+        from ..systems.dysts import dysts_structure, is_dysts_name
+
+        found: list[str] = []
+        if is_dysts_name(system.name):  # no Jacobian: the adapter's measurement by differences of its field
+            flow = dysts_structure([system.name])[0]
+            found = [*(["volume"] if flow.volume_preserving else []),
+                     *(["canonical"] if flow.hamiltonian == "(q, p)" else [])]
+        return (*found, *(("separable",) if system.separable else ()))
     found = ["jacobian"]
     scale = max(float(np.max(np.abs(jac))), 1e-300)
     if float(np.max(np.abs(np.trace(jac, axis1=-2, axis2=-1)))) / scale < STRUCTURE_RTOL:
