@@ -392,7 +392,7 @@ def test_training_and_every_runner_wrap_the_windows(tmp_path):
     np.testing.assert_allclose(a, b, rtol=1e-10, atol=0)  # (the kernel agrees with torch to ~1e-12 a call)
     np.testing.assert_allclose(_device_engine_states(model, window0, 12, "cpu"), b, rtol=1e-12, atol=0)
     with torch.no_grad():
-        parts = iterate_windows(model, torch.as_tensor(norm.to_model(window0)), 5, shift=norm.window_shift)
+        parts = iterate_windows(norm.call(model), torch.as_tensor(norm.to_model(window0)), 5)
     np.testing.assert_allclose(norm.from_model(torch.cat(parts, 1).numpy())[:, :10], b[:, 2:12], rtol=1e-12, atol=0)
     # the bare model on the unwrapped coordinates (40 turns out) is another map
     with torch.no_grad():

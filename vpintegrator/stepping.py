@@ -148,21 +148,14 @@ def next_window(window: Any, pred: Any, seq_len: int) -> Any:
     return joined[..., -seq_len:, :]
 
 
-def iterate_windows(model: Any, window: Any, n_calls: int, advance: int | None = None,
-                    shift: Callable[[Any], Any] | None = None) -> list[Any]:
+def iterate_windows(model: Any, window: Any, n_calls: int, advance: int | None = None) -> list[Any]:
     """The predictions of ``n_calls`` calls of ``model`` on its own output, starting from ``window``
     (..., seq_len, dim): a list of ``n_calls`` arrays (..., advance, dim) (``advance`` default: every
-    predicted state, the non-overlapping windows of the paper). Differentiable when ``model`` is. With
-    ``shift`` (a window's last states (..., dim) -> a translation K (..., dim), a periodic normalisation's
-    ``window_shift``) each call is X ↦ model(X − K) + K."""
+    predicted state, the non-overlapping windows of the paper). Differentiable when ``model`` is."""
     seq_len = window.shape[-2]
     outs = []
     for _ in range(int(n_calls)):
-        if shift is None:
-            pred = model(window)
-        else:
-            k = shift(window[..., -1, :])[..., None, :]
-            pred = model(window - k) + k
+        pred = model(window)
         if advance is not None:
             pred = pred[..., :advance, :]
         outs.append(pred)

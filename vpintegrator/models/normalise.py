@@ -111,17 +111,11 @@ class Normalisation:
         (in the data's coordinates): a_i P_i ceil(x_i/P_i − 1/2), x = last/a + b; 0 in the others. A model call
         on a window X is Φ(X − K) + K: the flow of a field periodic in those components commutes with the
         translation by whole periods, and a translation keeps volume and the symplectic form."""
-        b, a = self._params(last)
-        per = np.asarray(self.period, dtype=np.float64)
-        safe = np.where(per > 0, per, 1.0)
-        if isinstance(last, np.ndarray):
-            p, on = safe, per > 0
-            return np.where(on, a * p * np.ceil((last / a + b) / p - 0.5), 0.0)
-        import torch
+        from ..arrays import wrap
 
-        pt = torch.as_tensor(safe, dtype=last.dtype, device=last.device)
-        ont = torch.as_tensor(per > 0, device=last.device)
-        return torch.where(ont, a * pt * torch.ceil((last / a + b) / pt - 0.5), torch.zeros_like(last))
+        b, a = self._params(last)
+        x = last / a + b
+        return a * (x - wrap(x, np.asarray(self.period)))  # the whole periods wrap takes off (0 elsewhere)
 
     def call(self, model: Any) -> Any:
         """``model`` as its calls run in these coordinates: ``model`` itself, or with periodic components the

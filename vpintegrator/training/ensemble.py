@@ -483,7 +483,7 @@ class EnsembleSteps:
         T, P, total = v.seq_len, v.pred_window, ref.shape[1]
         self.template.eval()
         x = ref[:, :T].expand(n, *ref[:, :T].shape)  # (N, n_traj, T, dim): every member from the same windows
-        parts = iterate_windows(self._forward, x, -(-(total - T) // P), shift=v.shift)  # the rollout's advance
+        parts = iterate_windows(v.call(self._forward), x, -(-(total - T) // P))  # the rollout core's advance
         self.template.train()
         pred = torch.cat(parts, 2)[:, :, : total - T].double()
         return v.score(pred, ref).tolist()

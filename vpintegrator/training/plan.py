@@ -694,7 +694,7 @@ def window_sets(plan: TrainPlan, data, data_paths: list[str], seq_len: int, pred
             observe = norm.to_model if observe is None else (lambda y, first=observe: norm.to_model(first(y)))
         validator = RolloutValidator((data if full is None else full).select(traj=val_idx), stop.rollout_steps,
                                      seq_len, pred_window, stop.rollout_error, stop.rollout_drift_weight,
-                                     observe=observe, shift=shift)
+                                     observe=observe, call=None if norm is None else norm.call)
     info = {
         "sources": data_paths,
         "system": data.meta.get("system"),

@@ -62,7 +62,7 @@ class RolloutValidator:
 
     def __init__(self, val: Trajectories, n_steps: int, seq_len: int, pred_window: int, error: str = "mean",
                  drift_weight: float = 0.0, observe: Callable[[np.ndarray], np.ndarray] | None = None,
-                 shift: Callable[[Any], Any] | None = None) -> None:
+                 call: Callable[[Any], Any] | None = None) -> None:
         if observe is not None and drift_weight > 0:
             raise VPIntegratorError(
                 f"val_rollout_drift_weight = {drift_weight!r} with observe: the invariants need the full state, which "
@@ -80,7 +80,8 @@ class RolloutValidator:
             ref = np.ascontiguousarray(observe(ref))
         self.ref = torch.as_tensor(ref[:, : n_steps + 1])  # (n_traj, n_steps + 1, dim), float64 on the CPU
         self.seq_len, self.pred_window = int(seq_len), int(pred_window)
-        self.shift = shift  # a periodic normalisation's window_shift: every call wrapped (iterate_windows)
+        # how the model is called: itself, or a periodic normalisation's wrapped call (Normalisation.call)
+        self.call = call or (lambda model: model)
         self.error, self.drift_weight = error, float(drift_weight)
         self.system = val.system
         self.period = None if observe is not None else state_periods(val.system, ref.shape[-1], val.meta)
@@ -139,7 +140,7 @@ class RolloutValidator:
         was_training = model.training
         model.eval()
         with torch.no_grad():
-            parts = iterate_windows(model, ref[:, :T], -(-(total - T) // P), shift=self.shift)  # the rollout's advance
+            parts = iterate_windows(self.call(model), ref[:, :T], -(-(total - T) // P))  # the rollout core's advance
             pred = torch.cat(parts, 1)[:, : total - T].double()
         model.train(was_training)
         return float(self.score(pred, ref))
