@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from vpintegrator.studies.driver import main
@@ -60,11 +61,66 @@ def test_the_default_size_is_estimated_within_two_cpu_hours_and_a_dry_run_writes
     (["--noise", "-1e-3"], "--noise must be a comma list of noise sigmas >= 0"),
     (["--approaches", "mamba"], "--approaches must be a comma list out of delay_mlp"),
     (["--skip-existing"], "--skip-existing"),
+    (["--score-times", "10.1"], "--score-times: t = 10.1 is not a whole number of steps h = 0.2"),
+    (["--score-times", "0"], "--score-times must be a comma list of times >= 0.2"),
+    (["--score-times", "0.4,20"], "--windows: T = 4 reaches t = 0.4 (step 2), where the errors are first scored"),
 ])
 def test_bad_options_are_one_line(argv, message, tmp_path):
     with pytest.raises(StudyError) as err:
         STUDY.parse(["--out", str(tmp_path), *argv])
     assert message in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_the_score_times_are_a_plan_key(tmp_path):
+    """Errors are scored at t = 10, 20 (a bath's particle still moves) and 100 by default; ``--score-times`` sets
+    them (sorted) and the plan's size line says them."""
+    assert STUDY.parse(["--out", str(tmp_path), "--quick"]).score_times == (10.0, 20.0, 100.0)
+    plan = STUDY.parse(["--out", str(tmp_path), "--quick", "--score-times", "20,12"])
+    assert plan.score_times == (12.0, 20.0) and "scored at t = 12, 20;" in plan.size_line()
+
+
+def test_the_tables_take_the_horizons_of_the_file():
+    """A file scored at t = 10, 20 and 100 draws a column and verdict bullets at each; a file of before the key
+    (t = 10 and 100 only) draws no t = 20 at all."""
+    doc = _doc()
+    assert "| t = 10 | t = 100 | 10-90 % at t = 100 |" in draw(doc) and "t = 20" not in draw(doc)
+    for r in doc["rows"]:
+        r["err_t20"] = {"median": 0.5 * r["err_t100"]["median"], "lo": None, "hi": None, "n": 5}
+    text = draw(doc)
+    assert "| t = 10 | t = 20 | t = 100 | 10-90 % at t = 100 |" in text
+    assert "  - At t = 20 the best row is estimate+exact_flow at T = 4 (2.50e-14) (known)" in text
+
+
+def test_an_arx_fit_is_exact_on_the_oscillator_with_its_coupling_frozen():
+    """The linear control of the memory study's oscillator: with the sigmoid-switched coupling k sigma(q1) frozen at
+    k / 2 the system is linear, and ARX over two observed q states is its exact flow map (error at round-off at
+    t = 20); with the coupling switched as the arena's, the same fit is off by tens of percent (the oscillator is
+    nonlinear)."""
+    from scipy.integrate import solve_ivp
+
+    from vpintegrator.rollout import ARXStep, rollout
+
+    h, K, (m1, m2, k1, k2, k) = 0.2, 100, (2.0, 1.0, 1.5, 0.3, 1.0)  # the arena's parameters (coupled_oscillator)
+
+    def field(t, y, frozen):
+        q1, q2, p1, p2 = y
+        s = 0.5 if frozen else 1.0 / (1.0 + math.exp(-q1))
+        d, ds = q1 - q2, 0.0 if frozen else s * (1.0 - s)
+        return [p1 / m1, p2 / m2, -k1 * q1 - k * s * d - 0.5 * k * ds * d * d, -k2 * q2 + k * s * d]
+
+    def observed(y0, frozen):  # (n, K + 1, 2): q of the exact flow
+        t = h * np.arange(K + 1)
+        return np.stack([solve_ivp(field, (0.0, t[-1]), y, args=(frozen,), t_eval=t, method="DOP853", rtol=1e-12,
+                                   atol=1e-12).y.T[:, :2] for y in y0])
+
+    errors = {}
+    for frozen in (True, False):
+        rng = np.random.default_rng(0)
+        train, test = observed(rng.standard_normal((12, 4)), frozen), observed(rng.standard_normal((6, 4)), frozen)
+        y = rollout(ARXStep(train[2:], train[:2], context_len=2), test[:, :2], h, K).y
+        errors[frozen] = float(np.median(np.linalg.norm(y[:, K] - test[:, K], axis=-1)
+                                         / np.linalg.norm(test[:, K], axis=-1)))
+    assert errors[True] < 1e-9 and errors[False] > 1e-2, errors
 
 
 def test_the_ladder_composes_on_tiny_data(tmp_path):

@@ -22,8 +22,10 @@ __all__ = ["H", "HORIZONS", "ARENAS", "FITTED", "LEARNED", "MIN_T", "ATTENTION",
 
 #: the study step (data, rows and learned maps alike)
 H = 0.2
-#: the horizons the errors are scored at (both past every window the plan allows: a window ends before t = 10)
-HORIZONS = (10.0, 100.0)
+#: the horizons the errors are scored at by default (``score_times``; every one past every window the plan allows: a
+#: window ends before t = 10): t = 10 and 20 while a bath's particle still moves (by t = 100 it rests in a well, where
+#: a predictor that knows only the well scores well), t = 100 the long horizon the rows are priced to
+HORIZONS = (10.0, 20.0, 100.0)
 #: arena -> its vp-gen spec, the observation, whether N applies, the known-equations / full-order rows
 ARENAS: dict[str, dict[str, Any]] = {
     "coupled_oscillator": {"spec": "coupled_oscillator_box", "observe": "q", "bath": False,
@@ -74,11 +76,12 @@ MAX_BATH = 10_000
 
 QUICK: dict[str, Any] = {"systems": ["coupled_oscillator", "kac_zwanzig"], "bath_sizes": [100], "seeds": [0],
                          "windows": [1, 4], "noise": [0.0, 1e-3], "n_train": 40, "n_test": 20, "t_train": 20.0,
-                         "max_steps": 20, "budget_seconds": 10.0, "patience": 5, "approaches": list(LEARNED)}
+                         "max_steps": 20, "budget_seconds": 10.0, "patience": 5, "approaches": list(LEARNED),
+                         "score_times": list(HORIZONS)}
 DEFAULTS: dict[str, Any] = {"systems": ["coupled_oscillator", "kac_zwanzig"], "bath_sizes": [100, 1000, 10000],
                             "seeds": [0, 1, 2, 3, 4], "windows": [1, 4], "noise": [0.0, 1e-3], "n_train": 40,
                             "n_test": 100, "t_train": 20.0, "max_steps": 30, "budget_seconds": 30.0, "patience": 20,
-                            "approaches": list(LEARNED)}
+                            "approaches": list(LEARNED), "score_times": list(HORIZONS)}
 
 
 def observe_of(arena: str, n: int | None) -> str:
@@ -114,6 +117,10 @@ class MemoryOptions(StudyOptions):
         window is the batch smoother); every window ends before t = 10.
     noise : list of float
         Observation noise sigmas on the first window every row reads (default 0,0.001, --quick too).
+    score_times : list of float
+        The times the errors are scored at, multiples of h = 0.2 past every window (default 10,20,100: a bath's
+        particle still moves at t = 10-20 and rests in a well by t = 100); the rows roll out and are priced to the
+        last.
     approaches : list of str
         Learned window models out of delay_mlp, delay_mlp2, gru, lru, vpt_mix (default all).
     n_train : int
@@ -142,6 +149,8 @@ class MemoryOptions(StudyOptions):
                                     check=number_list(float, "noise", 0.0, "noise sigmas >= 0"))
     approaches: list[str] | None = key(None, optional=True, check=name_list("approaches", list(LEARNED)),
                                        metavar="LIST")
+    score_times: list[float] | None = key(None, optional=True, metavar="LIST",
+                                          check=number_list(float, "score_times", H, f"times >= {H:g}"))
     n_train: int | None = key(None, optional=True, type=int, low=5)
     n_test: int | None = key(None, optional=True, type=int, low=1)
     t_train: float | None = key(None, optional=True, type=float, low=1.0)
@@ -179,6 +188,7 @@ class MemoryPlan:
     command: str
     results: Path | None = None
     dry_run: bool = False
+    score_times: tuple[float, ...] = HORIZONS
 
     def cases(self) -> list[tuple[str, str, int | None]]:
         return [(f"{s}_N{n}" if ARENAS[s]["bath"] else s, s, n if ARENAS[s]["bath"] else None)
@@ -233,7 +243,8 @@ class MemoryPlan:
         return (f"memory: {len(cases)} cases ({', '.join(c for c, _, _ in cases)}), windows {list(self.windows)}, "
                 f"seeds {list(self.seeds)}, noise {list(self.noise)}: {runs} trainings of "
                 f"{f'{self.max_steps} steps' if self.budget == 'plateau' else f'{self.budget_seconds:g} {self.budget} s'}, "
-                f"{fitted} fitted rows, {self.n_test} held-out conditions each to t = {max(HORIZONS):g}; training "
+                f"{fitted} fitted rows, {self.n_test} held-out conditions scored at t = "
+                f"{', '.join(f'{t:g}' for t in self.score_times)}; training "
                 f"data {gb:.2g} GB; estimated {self.cpu_estimate()['total'] / 3600:.2g} CPU h (the quick runs' "
                 "costs, plan.CPU_BASIS)")
 
@@ -263,14 +274,19 @@ def build_plan(options: MemoryOptions, argv: Sequence[str] = ()) -> MemoryPlan:
         max_steps=int(pick("max_steps")), budget=str(a.budget), budget_seconds=float(pick("budget_seconds")),
         wall_ceiling=float(a.wall_ceiling), patience=int(pick("patience")), jobs=int(a.jobs),
         results=None if a.results is None else Path(a.results), dry_run=bool(a.dry_run),
+        score_times=tuple(sorted(float(t) for t in pick("score_times"))),
         command=" ".join(["vp-study memory", *argv]) if argv else " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]))
     if plan.table_only:
         return plan
     for n in plan.bath_sizes:
         if n > MAX_BATH:
             raise StudyError(f"--bath-sizes: N = {n} is out of range; give bath sizes 1 ... {MAX_BATH}")
+    for t in a.score_times or ():
+        if abs(t / H - round(t / H)) > 1e-9:
+            raise StudyError(f"--score-times: t = {t:g} is not a whole number of steps h = {H:g}; give multiples of "
+                             f"{H:g}")
     n_states = int(round(plan.t_train / H)) + 1
-    first = int(round(min(HORIZONS) / H))
+    first = int(round(min(plan.score_times) / H))
     for T in plan.windows:
         need = 2 * T if "vpt_mix" in plan.approaches else T + 2  # the VPT predicts T; delay SINDy needs 2 beyond
         if need > n_states:
@@ -278,6 +294,7 @@ def build_plan(options: MemoryOptions, argv: Sequence[str] = ()) -> MemoryPlan:
                              f"trajectories (--t-train {plan.t_train:g} at h = {H:g}) have {n_states}; give shorter "
                              "windows or a longer --t-train")
         if T >= first:
-            raise StudyError(f"--windows: T = {T} reaches t = {min(HORIZONS):g} (step {first}), where the errors are "
-                             f"scored; give windows shorter than {first}")
+            raise StudyError(f"--windows: T = {T} reaches t = {min(plan.score_times):g} (step {first}), where the "
+                             f"errors are first scored (--score-times); give windows shorter than {first} or later "
+                             "score times")
     return plan

@@ -15,7 +15,7 @@ from ..schema import INTERVAL, Each, Obj, ResultsSchema, check_results
 from ..stats import bootstrap_ci, fmt_num, md_table, read_json, unplain
 from .plan import ATTENTION, HORIZONS, LEAST_SQUARES, WINDOW_MLPS
 
-__all__ = ["ROW", "SCHEMA", "read_doc", "summarize_rows", "summary_table", "verdict", "tables", "work_precision",
+__all__ = ["ROW", "SCHEMA", "read_doc", "horizons", "summarize_rows", "summary_table", "verdict", "tables", "work_precision",
            "FIGURE_PREFIX"]
 
 #: a row of memory.json: one (case, row, window, seed, noise)
@@ -47,10 +47,23 @@ def read_doc(path: Path) -> dict[str, Any]:
     return unplain(check_results(doc, path, SCHEMA))
 
 
+def horizons(rows: list[dict[str, Any]]) -> tuple[float, ...]:
+    """The times a results file's rows are scored at: their ``err_tX`` keys (a row of the summary: its ``tX`` keys),
+    so a file of an earlier run (t = 10 and 100, before ``score_times``) draws as it was drawn."""
+    times = set()
+    for r in rows:
+        for k in r:
+            head = "err_t" if k.startswith("err_t") else "t" if k[:1] == "t" and k[1:2].isdigit() else None
+            if head is not None:
+                times.add(float(k[len(head):]))
+    return tuple(sorted(times))
+
+
 def summarize_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (case, noise, approach, T): the per-seed medians over conditions at each horizon, their median over seeds
     with a 95 % bootstrap interval (``bootstrap_ci``), the medians over seeds of the 10-90 % bounds, the fit or
     training CPU and the batch-1 cost per unit time."""
+    times = horizons(rows)
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["system"], float(r["noise"]), r["approach"], int(r["T"])), []).append(r)
@@ -60,7 +73,7 @@ def summarize_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         e: dict[str, Any] = {"system": system, "arena": rs[0]["arena"], "N": rs[0].get("N"), "noise": noise,
                              "observe": rs[0].get("observe"),
                              "approach": approach, "T": T, "kind": rs[0]["kind"], "seeds": [r.get("seed") for r in rs]}
-        for t in HORIZONS:
+        for t in times:
             cells = [r.get(f"err_t{t:g}") or {} for r in rs]
             per = [c.get("median") for c in cells]
             vals = [v for v in per if v is not None]
@@ -75,7 +88,7 @@ def summarize_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         e["stopped"] = sorted({stop_token(r) for r in rs if r.get("stopped") is not None})
         e["steps"] = _median([r.get("steps") for r in rs])
         out.append(e)
-    return sorted(out, key=lambda e: (e["system"], e["noise"], _key(e, max(HORIZONS)), e["approach"], e["T"]))
+    return sorted(out, key=lambda e: (e["system"], e["noise"], _key(e, max(times)), e["approach"], e["T"]))
 
 
 def _median(values: list[Any]) -> float | None:
@@ -124,7 +137,7 @@ def verdict(summary: list[dict[str, Any]]) -> list[str]:
         mine = [e for e in summary if e["system"] == system and e["noise"] == noise]
         nets = [e for e in mine if e["kind"] == "model"]
         said = []
-        for t in HORIZONS:
+        for t in horizons(mine):
             best, net = _best(mine, t), _best(nets, t)
             lsq, att = _best([e for e in mine if e["approach"] in LEAST_SQUARES], t), \
                 _best([e for e in nets if e["approach"] in ATTENTION], t)
@@ -163,7 +176,7 @@ def _bath_verdict(summary: list[dict[str, Any]]) -> list[str]:
     as accurate; the data-only rows that are the cheapest at their accuracy (no row that knows the equations or the
     full state is at least as accurate for at most ``COST_MARGIN`` times their cost); and the first N (if any) where
     there is one."""
-    t = max(HORIZONS)
+    t = max(horizons(summary), default=0.0)
     lines = []
     for arena in dict.fromkeys(e["arena"] for e in summary if e.get("N") is not None):
         said, first = [], None
@@ -214,7 +227,7 @@ def summary_table(summary: list[dict[str, Any]]) -> list[str]:
     the case has none, as the oscillator)."""
     from ..summary_table import summary_table as draw
 
-    t = max(HORIZONS)
+    t = max(horizons(summary), default=0.0)
     cases = [(f"{system}, noise {fmt_num(noise)}",
               [e for e in summary if e["system"] == system and e["noise"] == noise])
              for system, noise in dict.fromkeys((e["system"], e["noise"]) for e in summary)]
@@ -233,6 +246,7 @@ def tables(summary: list[dict[str, Any]], budget: str = "", commands: list[str] 
              "## Verdict", "", *verdict(summary)]
     for system, noise in dict.fromkeys((e["system"], e["noise"]) for e in summary):
         rows = [e for e in summary if e["system"] == system and e["noise"] == noise]
+        times = horizons(rows)
         per_step = any(e.get("cost_per_step") is not None for e in rows)  # files priced by the engine's step seconds
         cost = ("Cost: batch-1 CPU s of the row's start and steps (the engine's own seconds: its per-call fixed cost "
                 "left out) per unit time and per step, on the meter (warm, min over interleaved repeats of every row "
@@ -243,11 +257,11 @@ def tables(summary: list[dict[str, Any]], budget: str = "", commands: list[str] 
                   "the median over conditions, then the median over seeds [95 % bootstrap interval over seeds]; 10-90 %: "
                   "the interval over conditions (median over seeds). Fit CPU s: the fit with its validation (fitted "
                   f"rows) or the training (networks), process CPU. {cost}", ""]
-        head = ["row", "T", "kind", *[f"t = {t:g}" for t in HORIZONS], f"10-90 % at t = {max(HORIZONS):g}",
+        head = ["row", "T", "kind", *[f"t = {t:g}" for t in times], f"10-90 % at t = {max(times):g}",
                 "fit CPU s", "cost (CPU s / unit time)", *(["CPU s / step"] if per_step else []), "steps", "stopped"]
-        body = [[e["approach"], e["T"], e["kind"], *[_cell(e, t) for t in HORIZONS],
+        body = [[e["approach"], e["T"], e["kind"], *[_cell(e, t) for t in times],
                  "-" if e.get("skill") is False else
-                 f"{fmt_num(e[f't{max(HORIZONS):g}']['lo'])} - {fmt_num(e[f't{max(HORIZONS):g}']['hi'])}",
+                 f"{fmt_num(e[f't{max(times):g}']['lo'])} - {fmt_num(e[f't{max(times):g}']['hi'])}",
                  fmt_num(e["fit_cpu"]), fmt_num(e["cost"]), *([fmt_num(e.get("cost_per_step"))] if per_step else []),
                  fmt_num(e["steps"]), stop_cell(e["stopped"], "-")]
                 for e in rows]
@@ -272,7 +286,7 @@ def work_precision(summary: list[dict[str, Any]], out: Path) -> list[Path]:
 
     from ...plotting.style import figure, save_figure
 
-    t = max(HORIZONS)
+    t = max(horizons(summary), default=0.0)
     colors = colormaps["tab20"]
     paths: list[Path] = []
     for arena in dict.fromkeys(e["arena"] for e in summary if e.get("N") is not None):
