@@ -1,12 +1,13 @@
 """The fitted rows against a lean loop of the same fit (issue 86 item 3): ratios measured in one run, on the one meter.
 
-The memory study's fitted rows (``arx``, ``narx``, ``delay_dmd``), made as it makes them (``ladder.fitted_steps`` on
-the coupled oscillator observed in q, ``--n-train`` trajectories to t = 20 at h = 0.2, window T = ``--T``), and with
-``--gle`` its ``gle`` row (the hidden bath, kac_zwanzig at N = ``--bath-n``: the kernel's sum of exponentials). Each
-is rolled out at batch 1 from one held-out window to t = 100 (500 steps, as the study prices a row), and the same
-fit is evaluated by a lean numba loop written in this file, as a user would write it from the coefficients the
-package's objects hold (``step.fit.c``, ``.W``, ``.P``, ``.powers``; delay DMD's ``e``, ``At``, ``f``, ``G``,
-``Vr``, ``mu``; the GLE's ``_soe``): the outputs must agree to round-off. Every call is timed on
+The memory study's fitted rows (``arx``, ``narx``, ``delay_dmd``, ``delay_sindy+rk4``), made as it makes them
+(``ladder.fitted_steps`` on the coupled oscillator observed in q, ``--n-train`` trajectories to t = 20 at h = 0.2,
+window T = ``--T``), and with ``--gle`` its ``gle`` row (the hidden bath, kac_zwanzig at N = ``--bath-n``: the
+kernel's sum of exponentials). Each is rolled out at batch 1 from one held-out window to t = 100 (500 steps, as the
+study prices a row), and the same fit is evaluated by a lean numba loop written in this file, as a user would write
+it from the coefficients the package's objects hold (``step.fit.c``, ``.W``, ``.P``, ``.powers``; delay DMD's ``e``,
+``At``, ``f``, ``G``, ``Vr``, ``mu``; delay SINDy's chosen field, its library's ``powers`` and ``coefficients`` Ξ,
+stepped by RK4 on the delay vector; the GLE's ``_soe``): the outputs must agree to round-off. Every call is timed on
 ``vpintegrator.clock.meter`` in one interleaved run (one cold call each, then the minimum over ``--repeats`` rounds,
 thread CPU, same process):
 
@@ -119,6 +120,43 @@ def lean_gle(q, p, n, h, a, z, out):
         out[j + 1, 0], out[j + 1, 1] = q, p
 
 
+@numba.njit
+def _theta_xi(x, powers, Xi, f):
+    """f = Θ(x) Ξ, Θ the monomials prod_b x_b^powers_fb."""
+    f[:] = 0.0
+    for r in range(powers.shape[0]):
+        v = 1.0
+        for b in range(x.size):
+            for _ in range(powers[r, b]):
+                v *= x[b]
+        for i in range(f.size):
+            f[i] += v * Xi[r, i]
+
+
+@numba.njit
+def lean_sindy_rk4(z, n, h, powers, Xi, out):
+    """RK4 on the delay vector z (T k,) under ż = Θ(z) Ξ; out (T + n, k): z's T blocks, then its newest block."""
+    d, k = z.size, out.shape[1]
+    T = d // k
+    k1, k2, k3, k4, x = np.empty(d), np.empty(d), np.empty(d), np.empty(d), np.empty(d)
+    for t in range(T):
+        out[t] = z[t * k:(t + 1) * k]
+    for j in range(n):
+        _theta_xi(z, powers, Xi, k1)
+        for i in range(d):
+            x[i] = z[i] + 0.5 * h * k1[i]
+        _theta_xi(x, powers, Xi, k2)
+        for i in range(d):
+            x[i] = z[i] + 0.5 * h * k2[i]
+        _theta_xi(x, powers, Xi, k3)
+        for i in range(d):
+            x[i] = z[i] + h * k3[i]
+        _theta_xi(x, powers, Xi, k4)
+        for i in range(d):
+            z[i] += h / 6.0 * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i])
+        out[T + j] = z[d - k:]
+
+
 def lean_of(label: str, step: Any, window: np.ndarray) -> Callable[[], np.ndarray]:
     """The lean call of one row, reading its fit from the package's object; returns its states (K + 1, k)."""
     w = np.ascontiguousarray(window[0])
@@ -128,6 +166,14 @@ def lean_of(label: str, step: Any, window: np.ndarray) -> Callable[[], np.ndarra
         return lambda: _run(lean_dmd, (w, K + 1 - T, fit.mu, fit.Vr, fit.e, fit.At, fit.f, fit.G), (K + 1, k))
     if label.startswith(("arx", "narx")):
         return lambda: _run(lean_window, (w, K + 1 - T, fit.c, fit.W, fit.P, fit.powers), (K + 1, k))
+    if label == "delay_sindy+rk4":
+        field = step.field  # the chosen fit: its library's monomials (nonzero features only) and Ξ
+        lib = getattr(field, "library", None)
+        if lib is None or lib.sin or lib.cos or lib.exp:
+            raise SystemExit(f"{label}: no polynomial fit to evaluate (a library with sin/cos/exp, or no fit)")
+        powers = np.ascontiguousarray(lib.powers, dtype=np.int64)
+        Xi = np.ascontiguousarray(field.coefficients)
+        return lambda: _run(lean_sindy_rk4, (w.ravel().copy(), K + 1 - T, H, powers, Xi), (K + 1, k))
     if label == "gle":
         if step._soe is None:
             raise SystemExit("gle: the row runs the direct quadrature at this N (no sum of exponentials fits); "
@@ -166,7 +212,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--T", type=int, default=4)
     ap.add_argument("--n-train", type=int, default=8)
-    ap.add_argument("--rows", default="arx,narx,delay_dmd")
+    ap.add_argument("--rows", default="arx,narx,delay_dmd,delay_sindy+rk4")
     ap.add_argument("--gle", action="store_true", help="also the hidden bath's gle row (kac_zwanzig, --bath-n)")
     ap.add_argument("--bath-n", type=int, default=100)
     ap.add_argument("--json", type=Path)

@@ -10,7 +10,10 @@ cos z_c, exp z_c), the derivatives analytic, as ``Library.gradient``; a monomial
 repeated factors, so values agree with the NumPy field to rounding (tests/test_sindy_compiled.py).
 
 ``p`` = [dim, n_mono, n_sin, n_cos, n_exp, powers (n_mono, dim), sin components, cos components, exp components,
-Ξ (n_features, dim)], every array C-ordered, integers as float64.
+Ξ (n_features, dim), factors (n_mono, degree)], every array C-ordered, integers as float64; a monomial's factors are
+its components repeated by their powers, in component order, padded with -1 to the library's largest degree (the
+field multiplies them in turn: its arithmetic is a loop written from the powers, ``x_0 x_0 x_3`` as
+``(x_0 x_0) x_3``; the Jacobian reads the powers).
 """
 
 from __future__ import annotations
@@ -33,8 +36,14 @@ def pack_library_field(powers: np.ndarray, sin: tuple[int, ...], cos: tuple[int,
     powers = np.asarray(powers, dtype=np.float64).reshape(-1, np.shape(coefficients)[1])
     dim = powers.shape[1]
     head = np.array([dim, powers.shape[0], len(sin), len(cos), len(exp)], dtype=np.float64)
+    counts = powers.astype(np.int64)
+    degree = int(counts.sum(1).max()) if counts.size else 0
+    factors = np.full((powers.shape[0], degree), -1.0)
+    for f, row in enumerate(counts):
+        idx = np.repeat(np.arange(dim), row)
+        factors[f, :idx.size] = idx
     parts = [head, powers.ravel(), np.asarray(sin, dtype=np.float64), np.asarray(cos, dtype=np.float64),
-             np.asarray(exp, dtype=np.float64), np.asarray(coefficients, dtype=np.float64).ravel()]
+             np.asarray(exp, dtype=np.float64), np.asarray(coefficients, dtype=np.float64).ravel(), factors.ravel()]
     return np.ascontiguousarray(np.concatenate(parts))
 
 
@@ -88,14 +97,26 @@ def _layout(p):
 
 @jit
 def library_vector_field(p: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
-    """Θ(y) Ξ into out (dim,)."""
+    """Θ(y) Ξ into out (dim,); a monomial as the product of its factors (no loop over the components it lacks)."""
     dim, n, xi = _layout(p)
+    n_mono = int(p[1])
+    fac = xi + n * dim
+    degree = (p.size - fac) // n_mono if n_mono else 0
     for i in range(dim):
         out[i] = 0.0
     for f in range(n):
-        v = _feature(p, y, f, -1)
+        if f < n_mono:
+            v = 1.0
+            for q in range(fac + f * degree, fac + (f + 1) * degree):
+                j = int(p[q])
+                if j < 0:
+                    break
+                v *= y[j]
+        else:
+            v = _feature(p, y, f, -1)
+        row = xi + f * dim
         for i in range(dim):
-            out[i] += v * p[xi + f * dim + i]
+            out[i] += v * p[row + i]
 
 
 @jit
