@@ -56,8 +56,11 @@ def _errors(y: np.ndarray, case: Case) -> dict[str, Any]:
 
 
 def _record(case: Case, row: str, label: str, **values: Any) -> dict[str, Any]:
+    """A row's record; a row with an offline CPU also records the data generation's part of it (``data_cpu``: the
+    full charge of its break-even counts the data once over the tuning runs, ``tables._full_charge``)."""
+    data = {} if values.get("offline_cpu") is None else {"data_cpu": case.data_cpu}
     return {"system": case.system_name, "N": case.N, "row": row, "label": label, "seed": None, "cost": None,
-            "offline_cpu": None, **values}
+            "offline_cpu": None, **data, **values}
 
 
 #: steps per call of a compiled stepper when a row is priced (``_stepper_cost``): whole outputs at a time into a
