@@ -1,5 +1,13 @@
 """The reduction study's results: its records merged, summarized per row (break-even included), the tables with
-who wins, the work-precision figures, and the results file they are drawn from (``RESULTS``)."""
+who wins, the work-precision figures, and the results file they are drawn from (``RESULTS``).
+
+Break-even, two charges: rollouts to T after which a reduced row's offline CPU is paid back against the cheapest
+full-order row as accurate at T, N* = charge / ((c_full - c_row) T). Today's charge is the row's own offline CPU
+(data generation + SVD + hyper-reduction fit + training); the *full* charge (issue 86 item 6, after "breakeven
+complexity") adds the tuning runs the row was chosen among: every other fit of its family on the lattice (other
+reduced dimensions, the hyper-reduced or plain twin, other training steps Delta), each its offline CPU less the
+data, which is generated once (``_full_charge``). It needs the data generation's CPU apart (``data_cpu``); a
+results file without it draws the column as '—'."""
 
 from __future__ import annotations
 
@@ -41,7 +49,8 @@ def summarize_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         e: dict[str, Any] = {"system": system, "N": n, "label": label, "row": rs[0]["row"],
                              "seeds": [r.get("seed") for r in rs if r.get("seed") is not None],
                              "cost": _median([r.get("cost") for r in rs]),
-                             "offline_cpu": _median([r.get("offline_cpu") for r in rs]), "valve": valve_record(rs)}
+                             "offline_cpu": _median([r.get("offline_cpu") for r in rs]),
+                             "data_cpu": _median([r.get("data_cpu") for r in rs]), "valve": valve_record(rs)}
         for t in HORIZONS:
             per_seed = [r[f"err_t{t:g}"]["median"] for r in rs]
             lo, hi = bootstrap_ci([v for v in per_seed if v is not None]) if len(per_seed) > 1 else (None, None)
@@ -50,8 +59,11 @@ def summarize_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                                    None if hi is None or math.isnan(hi) else hi]}
         out.append(e)
     for e in out:
-        e["break_even"] = _break_even(e, [x for x in out if x["system"] == e["system"] and x["N"] == e["N"]
-                                          and x["row"] == "full_order"])
+        lattice = [x for x in out if x["system"] == e["system"] and x["N"] == e["N"]]
+        full = [x for x in lattice if x["row"] == "full_order"]
+        e["full_charge"] = _full_charge(e, lattice)
+        e["break_even"] = _break_even(e, full)
+        e["break_even_full"] = None if e["full_charge"] is None else _break_even(e, full, e["full_charge"])
     out.sort(key=lambda e: (e["system"], e["N"], _ROW_ORDER.get(e["row"], 9), _num(e["t120"]["median"])))
     return out
 
@@ -66,16 +78,50 @@ def _num(x: Any) -> float:
     return math.inf if x is None else float(x)
 
 
-def _break_even(e: Mapping[str, Any], full: Sequence[Mapping[str, Any]]) -> float | None:
-    """Rollouts (to T) after which a reduced row's offline CPU is paid back against the cheapest full-order row as
-    accurate at T; inf: never; None: not a reduced row with a cost."""
+def _fit_of(label: str) -> str:
+    """A row's fit: its label less the rollout step (``stormer_verlet h = 1.2``, ``rk4 h = 0.5``: the same fit rolled
+    out at another step); a flow map's ``Delta`` is its training step and stays."""
+    import re
+
+    return re.sub(r", (\w+ )?h = [^,]*$", "", label)
+
+
+def _full_charge(e: Mapping[str, Any], lattice: Sequence[Mapping[str, Any]]) -> float | None:
+    """CPU s charged in full to a reduced row: the data generation once, plus the offline CPU less the data of every
+    fit of the row's family on the lattice (its own and the tuning runs, each fit once, ``_fit_of``; medians over
+    seeds). None: not a reduced row with an offline CPU, or the file does not record the data's CPU apart."""
+    if e["row"] == "full_order" or e["offline_cpu"] is None or e.get("data_cpu") is None:
+        return None
+    fits = {_fit_of(x["label"]): float(x["offline_cpu"]) - float(x["data_cpu"]) for x in lattice
+            if x["row"] == e["row"] and x["offline_cpu"] is not None and x.get("data_cpu") is not None}
+    return float(e["data_cpu"]) + sum(fits.values())
+
+
+def _break_even(e: Mapping[str, Any], full: Sequence[Mapping[str, Any]], charge: float | None = None
+                ) -> float | None:
+    """Rollouts (to T) after which ``charge`` (default: the row's offline CPU) is paid back against the cheapest
+    full-order row as accurate at T; inf: never; None: not a reduced row with a cost."""
     if e["row"] == "full_order" or e["cost"] is None or e["offline_cpu"] is None:
         return None
+    charge = float(e["offline_cpu"]) if charge is None else float(charge)
     err = _num(e[f"t{T:g}"]["median"])
     rivals = [_num(f["cost"]) for f in full if _num(f[f"t{T:g}"]["median"]) <= err and f["cost"] is not None]
     if not rivals or min(rivals) <= e["cost"]:
         return math.inf
-    return float(e["offline_cpu"]) / ((min(rivals) - float(e["cost"])) * T)
+    return charge / ((min(rivals) - float(e["cost"])) * T)
+
+
+def _rollouts(n: float | None) -> str:
+    return "—" if n is None else "never" if math.isinf(n) else f"{n:.3g}"
+
+
+def _charge_note(summary: Sequence[Mapping[str, Any]]) -> str:
+    """The tables' word on the full charge: none where the file records the data's CPU apart, else why there is no
+    full-charge column (results files written before ``data_cpu``)."""
+    if any(e.get("data_cpu") is not None for e in summary):
+        return ""
+    return (" This file does not record the data generation's CPU apart from the offline CPU (data_cpu, written "
+            "since issue 86), so the full charge, which counts the data once over the tuning runs, is '—'.")
 
 
 def _cell(entry: Mapping[str, Any]) -> str:
@@ -128,7 +174,10 @@ def tables(summary: Sequence[Mapping[str, Any]]) -> str:
              "Error: median over the 10 held-out mu of |y(t) - y_ref(t)| / |y_ref(t)| of the full state (over seeds: "
              "the median of the per-seed medians [95 % bootstrap interval]); cost: batch-1 thread CPU s per unit "
              "time; offline: CPU s of data + SVD (+ hyper-reduction fit, + training); break-even: rollouts to T "
-             "after which the offline CPU is paid back against the cheapest full-order row as accurate at T.", ""]
+             "after which the offline CPU is paid back against the cheapest full-order row as accurate at T; full "
+             "charge: the data once + every fit of the row's family on the lattice (its own and the tuning runs it "
+             "was chosen among: other 2n, hyper-reduced or not, other Delta; a fit sharing its family's SVD is "
+             "charged it again, so an upper bound), and its break-even." + _charge_note(summary), ""]
     lines += [f"Training: {valve_line(valve_sum(e.get('valve') for e in summary))}.", ""]
     lines += ["## Summary", "", *summary_table(summary)]
     for system in dict.fromkeys(e["system"] for e in summary):
@@ -138,12 +187,13 @@ def tables(summary: Sequence[Mapping[str, Any]]) -> str:
             lines += [line for h in HORIZONS for line in (_verdict(mine, h), "")]
             body = []
             for e in mine:
-                be = e.get("break_even")
-                be_text = "—" if be is None else "never" if math.isinf(be) else f"{be:.3g}"
                 body.append([e["label"], _cell(e["t120"]), _cell(e["t960"]), fmt_num(e["cost"]),
-                             fmt_num(e["offline_cpu"]), be_text, len(e["seeds"]) or "—"])
+                             fmt_num(e["offline_cpu"]), _rollouts(e.get("break_even")),
+                             fmt_num(e.get("full_charge")), _rollouts(e.get("break_even_full")),
+                             len(e["seeds"]) or "—"])
             lines += md_table(["row", "error at T = 120", "error at 8T = 960", "s / unit time", "offline CPU s",
-                               "break-even rollouts", "seeds"], body) + [""]
+                               "break-even rollouts", "full charge CPU s", "break-even, full charge", "seeds"],
+                              body) + [""]
     return "\n".join(lines)
 
 
@@ -213,7 +263,7 @@ def figures(summary: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
 #: a row of reduction.json (``vpintegrator.studies.schema``): what the tables and figures read
 ROW = Obj(required={"system": "str", "N": "int", "row": "str", "label": "str", "seed": "int?",
                     **{f"err_t{t:g}": Obj(required={"median": "number?"}, optional=INTERVAL.optional) for t in HORIZONS}},
-          optional={"cost": "number?", "offline_cpu": "number?", "method": "str?", "h": "number?", "reduced_dim": "int?",
+          optional={"cost": "number?", "offline_cpu": "number?", "data_cpu": "number?", "method": "str?", "h": "number?", "reduced_dim": "int?",
                     "bonds": "int?", "train_cpu": "number?", "stopped": "str?", "stop_clock": "str?", "epochs": "int?",
                     "n_params": "int?",
                     "best_val": "number?", "library": "str?", "n_terms": "int?"})
