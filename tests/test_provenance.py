@@ -47,7 +47,13 @@ def test_record_names_versions_command_time_and_hashes_inputs(tmp_path):
     assert rec["vpintegrator"] == __version__
     assert rec["versions"]["numpy"] == np.__version__ and rec["versions"]["torch"] == str(torch.__version__)
     assert rec["versions"]["h5py"] == h5py.__version__ and rec["versions"]["python"].count(".") == 2
-    assert set(rec["versions"]) == {"python", "numpy", "scipy", "torch", "h5py", "numba", "pysindy", "scikit-learn"}
+    assert set(rec["versions"]) == {"python", "numpy", "scipy", "torch", "h5py", "numba", "pysindy", "scikit-learn",
+                                    "blas"}
+    from threadpoolctl import threadpool_info  # the BLAS and the kernels it runs here (the fits round by them)
+
+    blas = [i for i in threadpool_info() if i["user_api"] == "blas"]
+    assert rec["versions"]["blas"] == "; ".join(f"{i['internal_api']} {i['version']} {i['architecture']}" for i in blas)
+    assert blas and str(blas[0]["architecture"]) in rec["versions"]["blas"]
     from importlib import metadata
 
     for name in ("pysindy", "scikit-learn"):  # the fitted rows' libraries: their versions, or None when absent

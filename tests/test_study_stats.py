@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from vpintegrator.studies.stats import bootstrap_ci, drift_growth, median_interval
+from vpintegrator.studies.stats import bootstrap_ci, drift_growth, median_interval, read_json, write_json
 
 
 def test_median_interval_counts_blowups_as_the_worst():
@@ -45,3 +45,20 @@ def test_drift_growth_tells_bounded_from_secular():
     assert drift_growth(t, np.full_like(t, np.inf))["kind"] is None
     with pytest.raises(ValueError, match="one length"):
         drift_growth(t, t[:3])
+
+
+def test_write_json_records_the_versions_of_a_studys_results(tmp_path):
+    """Every study's results file says the libraries (pysindy, numpy, ... and the BLAS kernels) its rows were computed
+    with (issue 86: the delay-SINDy row moves with them); other JSON (settings, stamps) is written as given."""
+    from vpintegrator.provenance import provenance_record
+
+    for key in ("rows", "problems"):
+        write_json(tmp_path / "results.json", {"commands": ["vp-study x"], key: [{"a": 1.5}]})
+        doc = read_json(tmp_path / "results.json")
+        assert doc[key] == [{"a": 1.5}] and doc["commands"] == ["vp-study x"]
+        assert doc["provenance"]["versions"] == provenance_record()["versions"]
+        assert {"pysindy", "numpy", "scipy", "numba", "torch", "blas"} <= set(doc["provenance"]["versions"])
+    write_json(tmp_path / "settings.json", {"seed": 0})
+    assert read_json(tmp_path / "settings.json") == {"seed": 0}
+    write_json(tmp_path / "given.json", {"rows": [], "provenance": {"mine": True}})  # a record already there is kept
+    assert read_json(tmp_path / "given.json")["provenance"] == {"mine": True}

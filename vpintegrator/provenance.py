@@ -5,7 +5,8 @@
     {"vpintegrator": "0.1.0",
      "git": {"commit": "4c69ec4...", "dirty": false} or null,   # run from a checkout only
      "versions": {"python": "3.11.9", "numpy": "...", "scipy": "...", "torch": "...", "h5py": "...",
-                  "numba": "..." or null},
+                  "numba": "..." or null, "pysindy": ..., "scikit-learn": ...,
+                  "blas": "openblas 0.3.31 SkylakeX" or null},              # the kernels this CPU runs
      "platform": "Linux-6.1-x86_64-with-glibc2.36",
      "command": ["vp-gen", "rigid_body_paper", ...],             # sys.argv, by name, paths relative
      "time": "2026-11-23T13:20:01Z",                              # UTC, when the record was made
@@ -87,6 +88,21 @@ def _version_of(name: str) -> str | None:
         return None
 
 
+def _blas() -> str | None:
+    """NumPy's BLAS as it runs here, ``"openblas 0.3.31 SkylakeX"``: its version and the kernels it chose for this CPU
+    (threadpoolctl's ``architecture``); the fitted rows' least squares round differently on other kernels, enough to
+    move the delay-SINDy row at t = 100 by half (issue 86). None before NumPy is loaded or without threadpoolctl."""
+    if "numpy" not in sys.modules:
+        return None
+    try:
+        from threadpoolctl import threadpool_info  # scikit-learn's dependency (the sindy extra)
+
+        libs = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+    except Exception:  # not installed, or a library it cannot read
+        return None
+    return "; ".join(f"{i.get('internal_api')} {i.get('version')} {i.get('architecture')}" for i in libs) or None
+
+
 def _git_state(root: Path = _ROOT) -> dict[str, Any] | None:
     """``{"commit", "dirty"}`` of the checkout at ``root``, or None (no checkout, no git, git failed)."""
     if not (root / ".git").exists():
@@ -120,7 +136,8 @@ def _static() -> dict[str, Any]:
         _cache["static"] = {
             "vpintegrator": __version__,
             "git": _git_state(),
-            "versions": {"python": platform.python_version(), **{n: _version_of(n) for n in PACKAGES}},
+            "versions": {"python": platform.python_version(), **{n: _version_of(n) for n in PACKAGES},
+                         "blas": _blas()},
             "platform": platform.platform(),
         }
     return _cache["static"]
