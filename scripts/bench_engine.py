@@ -16,11 +16,16 @@ A thin driver over the two kernel benchmarks, in one process (their functions im
   calls, the minimum over ``--repeats``) less one step of the kernel (``step_block`` over ``--fixed-calls``
   steps, per step), on the rigid body with RK4 and implicit midpoint;
 - for information, the cheapest call (rigid-body Euler at the step bench_kernels times it, ``--call-steps`` steps)
-  over its kernel in a loop of their own, interleaved, the minimum over at least 20 repeats.
+  over its kernel in a loop of their own, interleaved, the minimum over at least 20 repeats;
+- the rigid body's implicit kernels (h = 0.2, ``--call-steps`` steps) against a plain numba fixed point written
+  here as a user would (``lean_midpoint_fixed``, ``lean_gl4_fixed``: the state in scalars, NumPy's start, iterated to
+  the method's ``tol`` on NumPy's test), whatever the kernel iterates by (issue 86: <= 1.3), in a loop of their
+  own, interleaved, the minimum over at least 20 repeats.
 
 Everything on this thread's CPU clock, interleaved, the minimum over repeats. Targets: kernel / lean <= 1.3 (goal
-1.1); ``vp.integrate`` of 10^4 steps / its kernel <= 1.3; fixed cost <= 20 us. Prints the two scripts' own lines,
-then one markdown table of every target row and a summary of the worst of each kind. Usage::
+1.1), also over the plain fixed point; ``vp.integrate`` of 10^4 steps / its kernel <= 1.3; fixed cost <= 20 us.
+Prints the two scripts' own lines, then one markdown table of every target row and a summary of the worst of each
+kind. Usage::
 
     python scripts/bench_engine.py [--repeats 5] [--t-end 2000] [--call-steps 10000] [--method rk4 ...]
         [--lattice-n 200 800] [--lattice-steps 2000] [--fixed-calls 2000]
@@ -39,6 +44,7 @@ import math  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
 from vpintegrator.clock import thread_cpu  # noqa: E402
@@ -67,6 +73,111 @@ def verdict(ratio: float, target: float, goal: float | None = None) -> str:
     if not ratio <= target:
         return "not met"
     return "met, goal met" if goal is not None and ratio <= goal else "met"
+
+
+@numba.njit
+def _converged(e, prev, scale, tol):
+    return e <= tol * scale or (e <= 1e3 * tol * scale and e >= 0.5 * prev)
+
+
+@numba.njit
+def lean_midpoint_fixed(p, y, h, n, tol, max_iter, out):
+    """Rigid-body implicit midpoint, z = y + h f((y + z) / 2) by fixed point from z = y + h f(y): ``n`` steps of y (3,)
+    in place into out (n, 3); the steps done (fewer: no convergence in ``max_iter``)."""
+    a, b, c = p[0], p[1], p[2]
+    y0, y1, y2 = y[0], y[1], y[2]
+    for k in range(n):
+        scale = max(1.0, abs(y0), abs(y1), abs(y2))
+        z0, z1, z2 = y0 + h * a * y1 * y2, y1 + h * b * y0 * y2, y2 + h * c * y0 * y1
+        prev, ok = np.inf, False
+        for _ in range(max_iter):
+            m0, m1, m2 = 0.5 * (y0 + z0), 0.5 * (y1 + z1), 0.5 * (y2 + z2)
+            n0, n1, n2 = y0 + h * a * m1 * m2, y1 + h * b * m0 * m2, y2 + h * c * m0 * m1
+            e = max(abs(n0 - z0), abs(n1 - z1), abs(n2 - z2))
+            z0, z1, z2 = n0, n1, n2
+            if _converged(e, prev, scale, tol):
+                ok = True
+                break
+            prev = e
+        if not ok:
+            return k
+        y0, y1, y2 = z0, z1, z2
+        out[k, 0], out[k, 1], out[k, 2] = y0, y1, y2
+    y[0], y[1], y[2] = y0, y1, y2
+    return n
+
+
+@numba.njit
+def lean_gl4_fixed(p, y, h, n, tol, max_iter, tab, out):
+    """Rigid-body 2-stage Gauss-Legendre, the stage increments Z_j = h sum_l a_jl f(y + Z_l) by fixed point from
+    Z_j = h c_j f(y), then y + h (b_1 f(y + Z_1) + b_2 f(y + Z_2)); ``tab`` = (a11, a12, a21, a22, b1, b2, c1, c2)."""
+    a, b, c = p[0], p[1], p[2]
+    a11, a12, a21, a22, b1, b2, c1, c2 = tab
+    y0, y1, y2 = y[0], y[1], y[2]
+    for k in range(n):
+        scale = max(1.0, abs(y0), abs(y1), abs(y2))
+        f0, f1, f2 = a * y1 * y2, b * y0 * y2, c * y0 * y1
+        U0, U1, U2 = h * c1 * f0, h * c1 * f1, h * c1 * f2
+        V0, V1, V2 = h * c2 * f0, h * c2 * f1, h * c2 * f2
+        prev, ok = np.inf, False
+        for _ in range(max_iter):
+            u0, u1, u2, v0, v1, v2 = y0 + U0, y1 + U1, y2 + U2, y0 + V0, y1 + V1, y2 + V2
+            F0, F1, F2 = a * u1 * u2, b * u0 * u2, c * u0 * u1
+            G0, G1, G2 = a * v1 * v2, b * v0 * v2, c * v0 * v1
+            P0, P1, P2 = h * (a11 * F0 + a12 * G0), h * (a11 * F1 + a12 * G1), h * (a11 * F2 + a12 * G2)
+            Q0, Q1, Q2 = h * (a21 * F0 + a22 * G0), h * (a21 * F1 + a22 * G1), h * (a21 * F2 + a22 * G2)
+            e = max(abs(P0 - U0), abs(P1 - U1), abs(P2 - U2), abs(Q0 - V0), abs(Q1 - V1), abs(Q2 - V2))
+            U0, U1, U2, V0, V1, V2 = P0, P1, P2, Q0, Q1, Q2
+            if _converged(e, prev, scale, tol):
+                ok = True
+                break
+            prev = e
+        if not ok:
+            return k
+        u0, u1, u2, v0, v1, v2 = y0 + U0, y1 + U1, y2 + U2, y0 + V0, y1 + V1, y2 + V2
+        y0, y1, y2 = (y0 + h * (b1 * (a * u1 * u2) + b2 * (a * v1 * v2)),
+                      y1 + h * (b1 * (b * u0 * u2) + b2 * (b * v0 * v2)),
+                      y2 + h * (b1 * (c * u0 * u1) + b2 * (c * v0 * v1)))
+        out[k, 0], out[k, 1], out[k, 2] = y0, y1, y2
+    y[0], y[1], y[2] = y0, y1, y2
+    return n
+
+
+def fixed_point_lean(stepper):
+    """``run(y, n, out) -> steps done``: the plain fixed point of ``stepper``'s method (rigid body) at its h and tol."""
+    p, h, tol, max_iter = stepper.params, stepper.dt, stepper.tol, stepper.max_iter
+    if stepper.name == "implicit_midpoint":
+        return lambda y, n, out: lean_midpoint_fixed(p, y, h, n, tol, max_iter, out)
+    tab = (*(float(v) for v in np.ravel(stepper.a)), *(float(v) for v in stepper.b), *(float(v) for v in stepper.c))
+    return lambda y, n, out: lean_gl4_fixed(p, y, h, n, tol, max_iter, tab, out)
+
+
+def implicit_fixed_point(h: float, steps: int, repeats: int) -> list[tuple[str, float, float, float]]:
+    """Per rigid-body implicit method: (method, kernel s, plain fixed point s, max |states difference|), each of
+    ``steps`` steps into an output it allocates; interleaved, minimum over ``repeats``."""
+    from vpintegrator.compiled import compiled_stepper
+    from vpintegrator.systems import get_system
+
+    system = get_system("rigid_body")
+    y0 = np.array(system.default_y0, dtype=np.float64)
+    rows = []
+    for method in ("implicit_midpoint", "gauss_legendre4"):
+        stepper = compiled_stepper(system, method, h)
+        lean = fixed_point_lean(stepper)
+        want, got = np.empty((steps, 3)), np.empty((steps, 3))
+        stepper.step_block(y0.copy(), steps, want)
+        if lean(y0.copy(), steps, got) != steps:
+            raise SystemExit(f"bench_engine.py: the plain fixed point of {method} did not converge at h = {h:g}")
+        best = [math.inf, math.inf]
+        for _ in range(repeats):
+            tic = thread_cpu()
+            stepper.step_block(y0.copy(), steps, np.empty((steps, 3)))
+            best[0] = min(best[0], thread_cpu() - tic)
+            tic = thread_cpu()
+            lean(y0.copy(), steps, np.empty((steps, 3)))
+            best[1] = min(best[1], thread_cpu() - tic)
+        rows.append((method, best[0], best[1], float(np.max(np.abs(want - got)))))
+    return rows
 
 
 def fixed_cost(system_name: str, h: float, method: str, calls: int, repeats: int) -> tuple[float, float]:
@@ -162,6 +273,7 @@ def main(argv=None) -> int:
     fixed = [(m, *fixed_cost("rigid_body", 0.2, m, args.fixed_calls, args.repeats)) for m in ("rk4", "implicit_midpoint")]
     # the cheapest kernel (Euler, at the step bench_kernels times it: 10^4 steps are ~40 us), in a loop of its own
     grid_kernel, grid_call = call_alone("rigid_body", EULER_H, "euler", args.call_steps, max(args.repeats, kernels.CALL_ROUNDS))
+    fixed_point = implicit_fixed_point(0.2, args.call_steps, max(args.repeats, kernels.CALL_ROUNDS))
 
     print(f"\n| system | N | method | kernel / lean | ≤ {TARGET_KERNEL} (goal {GOAL_KERNEL}) | vp.integrate / kernel "
           f"| ≤ {TARGET_CALL} |")
@@ -177,6 +289,10 @@ def main(argv=None) -> int:
     print(f"| rigid_body | | euler, h = {EULER_H:g}: vp.integrate of {args.call_steps} steps {grid_call * 1e6:.1f} µs, "
           f"its kernel {grid_kernel * 1e6:.1f} µs, in a loop of their own | | information | "
           f"{grid_call / grid_kernel:.2f} | – |")
+    for method, kernel, lean, diff in fixed_point:
+        print(f"| rigid_body | | {method}: kernel {kernel / args.call_steps * 1e9:.1f} ns per step over a plain numba "
+              f"fixed point {lean / args.call_steps * 1e9:.1f} ns (max |diff| {diff:.1e}, {args.call_steps} steps) | "
+              f"{kernel / lean:.2f} | ≤ {TARGET_KERNEL}: {verdict(kernel / lean, TARGET_KERNEL, GOAL_KERNEL)} | | |")
     worst_kernel = max(table, key=lambda r: r[3])
     judged = [r for r in table if r[5] is not None]
     worst_call = max(judged, key=lambda r: r[4]) if judged else None
@@ -191,6 +307,7 @@ def main(argv=None) -> int:
         line += (f"; vp.integrate / kernel {worst_call[4]:.2f} ({worst_call[0]} {worst_call[2]}; ≤ {TARGET_CALL} "
                  f"on {ok} of {len(judged)})")
     line += f"; fixed cost {worst_fixed[1] * 1e6:.1f} µs ({worst_fixed[0]}: {verdict(worst_fixed[1] * 1e6, TARGET_FIXED_US)})"
+    line += "; rigid-body kernel / plain fixed point " + ", ".join(f"{m} {k / le:.2f}" for m, k, le, _ in fixed_point)
     print(line)
     return 0
 

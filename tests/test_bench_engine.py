@@ -1,7 +1,7 @@
 """The lean lattice references of ``scripts/bench_lattice.py`` (the ratios of ``scripts/bench_engine.py`` divide by
 them) step the package's states: the implicit midpoint's Newton (Toda on a ring, FPU-beta with fixed ends) and
-the exponential splitting's kicks + FFT, each against the compiled kernel at a tiny N; and the engine
-benchmark's verdicts."""
+the exponential splitting's kicks + FFT, each against the compiled kernel at a tiny N; the engine benchmark's plain
+fixed points of the rigid body's implicit midpoint and Gauss-Legendre 4; and its verdicts."""
 
 from __future__ import annotations
 
@@ -39,6 +39,21 @@ def test_lean_lattice_loops_step_the_package_states(repo_script, name, h, method
     assert _lean_run(lattice, method, name, system, stepper, y0, h, got) == N_STEPS
     assert np.max(np.abs(want - y0)) > 0.1  # the states move
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["implicit_midpoint", "gauss_legendre4"])
+def test_plain_fixed_points_step_the_package_states(repo_script, method):
+    """The engine benchmark's plain fixed points (its rigid-body implicit references) step the compiled kernel's states
+    to the solver's tolerance (the midpoint's kernel iterates by Newton: the converged iterates differ at rounding)."""
+    engine = repo_script("bench_engine")
+    system = get_system("rigid_body")
+    y0 = np.array(system.default_y0, dtype=np.float64)
+    stepper = compiled_stepper(system, method, 0.2)
+    want, got = np.empty((N_STEPS, 3)), np.full((N_STEPS, 3), np.nan)
+    assert stepper.step_block(y0.copy(), N_STEPS, want) == N_STEPS
+    assert engine.fixed_point_lean(stepper)(y0.copy(), N_STEPS, got) == N_STEPS
+    assert np.max(np.abs(want - y0)) > 0.1  # the states move
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-13)
 
 
 def test_verdicts(repo_script):
