@@ -499,21 +499,33 @@ def _rollout_rows(ctx, n_calls, adv, params, ops, out):
                                 for c in range(n):
                                     acc += av[i, c] * x[j, src + c]
                                 lam[i, j] = acc
-                        for g in range(T if by_column else 1):  # the softmax's groups: column g, or all of C
-                            j0, j1 = (g, g + 1) if by_column else (0, T)
+                        if by_column:
+                            for j in range(T):
+                                top = -math.inf
+                                for i in range(T):
+                                    if lam[i, j] > top:
+                                        top = lam[i, j]
+                                total = 0.0
+                                for i in range(T):
+                                    e = math.exp(lam[i, j] - top)
+                                    lam[i, j] = e
+                                    total += e
+                                for i in range(T):
+                                    lam[i, j] = lam[i, j] / total
+                        else:
                             top = -math.inf
                             for i in range(T):
-                                for j in range(j0, j1):
+                                for j in range(T):
                                     if lam[i, j] > top:
                                         top = lam[i, j]
                             total = 0.0
                             for i in range(T):
-                                for j in range(j0, j1):
+                                for j in range(T):
                                     e = math.exp(lam[i, j] - top)
                                     lam[i, j] = e
                                     total += e
                             for i in range(T):
-                                for j in range(j0, j1):
+                                for j in range(T):
                                     lam[i, j] = lam[i, j] / total
                         for t in range(T):
                             for c in range(n):
