@@ -26,7 +26,8 @@ longest window, ``estimate+ROW`` (``estimate+gle``, ``estimate+bath+METHOD``): t
 squares on the row's own flow over the window's T states, then the row. Every row starts
 from the held-out conditions' first observed states (with ``--noise`` sigma added: one draw, the same for all rows).
 
-Numbers: the relative error of the observed state against the exact flow at t = 10 and t = 100, per seed the median
+Numbers: the relative error of the observed state against the exact flow at ``--score-times`` (default t = 10 and 20,
+where a bath's particle still moves, and t = 100), per seed the median
 and 10-90 % interval over held-out conditions (``median_interval``), over seeds the median with a bootstrap interval;
 each row's fit or training CPU seconds, and its batch-1 price on the cost meter (``vpintegrator.clock.meter``):
 the engine's own CPU seconds of the row's start and steps to t = 100 (its per-call fixed cost left out), every row
