@@ -9,11 +9,11 @@ The features are those of ``vpintegrator.rollout.sindy.Library`` (monomials by e
 cos z_c, exp z_c), the derivatives analytic, as ``Library.gradient``; a monomial's powers are products of
 repeated factors, so values agree with the NumPy field to rounding (tests/test_sindy_compiled.py).
 
-``p`` = [dim, n_mono, n_sin, n_cos, n_exp, powers (n_mono, dim), sin components, cos components, exp components,
-Ξ (n_features, dim), factors (n_mono, degree)], every array C-ordered, integers as float64; a monomial's factors are
-its components repeated by their powers, in component order, padded with -1 to the library's largest degree (the
-field multiplies them in turn: its arithmetic is a loop written from the powers, ``x_0 x_0 x_3`` as
-``(x_0 x_0) x_3``; the Jacobian reads the powers).
+``p`` = [dim, n_mono, n_sin, n_cos, n_exp, degree, factors (n_mono, degree), sin components, cos components, exp
+components, Ξ (n_features, dim)], every array C-ordered, integers as float64; a monomial's factors are its components
+repeated by their powers, in component order, padded with -1 to the library's largest degree ``degree``: the monomial
+is their product in turn (``x_0^2 x_3`` as ``(x_0 x_0) x_3``), its derivative in x_j the power of j times the
+product of the others (the first j left out), so no loop visits a component the monomial lacks.
 """
 
 from __future__ import annotations
@@ -26,63 +26,52 @@ from ._jit import jit
 
 __all__ = ["pack_library_field", "library_vector_field", "library_jacobian"]
 
-_HEADER = 5
+_HEADER = 6
 
 
 def pack_library_field(powers: np.ndarray, sin: tuple[int, ...], cos: tuple[int, ...], exp: tuple[int, ...],
                        coefficients: np.ndarray) -> np.ndarray:
     """The parameter array of the field Θ(z) Ξ: monomial exponent rows ``powers`` (n_mono, dim), the components
     of the sin, cos and exp features, and Ξ ``coefficients`` (n_features, dim)."""
-    powers = np.asarray(powers, dtype=np.float64).reshape(-1, np.shape(coefficients)[1])
-    dim = powers.shape[1]
-    head = np.array([dim, powers.shape[0], len(sin), len(cos), len(exp)], dtype=np.float64)
-    counts = powers.astype(np.int64)
-    degree = int(counts.sum(1).max()) if counts.size else 0
-    factors = np.full((powers.shape[0], degree), -1.0)
+    counts = np.asarray(powers, dtype=np.int64).reshape(-1, np.shape(coefficients)[1])
+    n_mono, dim = counts.shape
+    degree = int(counts.sum(1).max()) if n_mono else 0
+    factors = np.full((n_mono, degree), -1.0)
     for f, row in enumerate(counts):
         idx = np.repeat(np.arange(dim), row)
         factors[f, :idx.size] = idx
-    parts = [head, powers.ravel(), np.asarray(sin, dtype=np.float64), np.asarray(cos, dtype=np.float64),
-             np.asarray(exp, dtype=np.float64), np.asarray(coefficients, dtype=np.float64).ravel(), factors.ravel()]
+    head = np.array([dim, n_mono, len(sin), len(cos), len(exp), degree], dtype=np.float64)
+    parts = [head, factors.ravel(), np.asarray(sin, dtype=np.float64), np.asarray(cos, dtype=np.float64),
+             np.asarray(exp, dtype=np.float64), np.asarray(coefficients, dtype=np.float64).ravel()]
     return np.ascontiguousarray(np.concatenate(parts))
-
-
-@jit
-def _ipow(x, e):
-    """x ** e for an integer e >= 0 by repeated products (e = 0: 1)."""
-    v = 1.0
-    for _ in range(e):
-        v *= x
-    return v
 
 
 @jit
 def _feature(p, y, f, j):
     """Feature f of Θ at y (j < 0), or its derivative ∂Θ_f/∂y_j (j >= 0); no array is allocated (the steppers
-    call the field a few times a step)."""
-    dim, n_mono, n_sin, n_cos = int(p[0]), int(p[1]), int(p[2]), int(p[3])
+    call the field a few times a step; the field computes its monomials itself)."""
+    n_mono, n_sin, degree = int(p[1]), int(p[2]), int(p[5])
     if f < n_mono:
-        row = _HEADER + f * dim
-        if j < 0:
-            v = 1.0
-            for k in range(dim):
-                v *= _ipow(y[k], int(p[row + k]))
-            return v
-        e = int(p[row + j])
-        if e == 0:
-            return 0.0
-        d = float(e)
-        for k in range(dim):
-            d *= _ipow(y[k], int(p[row + k]) - (1 if k == j else 0))
-        return d
+        v = 1.0
+        e = 0  # the power of y_j
+        for q in range(_HEADER + f * degree, _HEADER + (f + 1) * degree):
+            i = int(p[q])
+            if i < 0:
+                break
+            if i == j:
+                e += 1
+                if e == 1:  # the factor differentiated away
+                    continue
+            v *= y[i]
+        return v if j < 0 else e * v if e else 0.0
     g = f - n_mono
-    c = int(p[_HEADER + n_mono * dim + g])  # the component (sin, cos and exp components follow one another)
+    c = int(p[_HEADER + n_mono * degree + g])  # the component (sin, cos and exp components follow one another)
     if j >= 0 and j != c:
         return 0.0
     x = y[c]
     if g < n_sin:
         return math.sin(x) if j < 0 else math.cos(x)
-    if g < n_sin + n_cos:
+    if g < n_sin + int(p[3]):
         return math.cos(x) if j < 0 else -math.sin(x)
     return math.exp(x)
 
@@ -92,26 +81,25 @@ def _layout(p):
     """(dim, the number of features, the offset of Ξ) of a packed field ``p``."""
     dim, n_mono = int(p[0]), int(p[1])
     n = n_mono + int(p[2]) + int(p[3]) + int(p[4])
-    return dim, n, _HEADER + n_mono * dim + n - n_mono
+    return dim, n, _HEADER + n_mono * int(p[5]) + n - n_mono
 
 
 @jit
 def library_vector_field(p: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
-    """Θ(y) Ξ into out (dim,); a monomial as the product of its factors (no loop over the components it lacks)."""
+    """Θ(y) Ξ into out (dim,); a monomial's product written here (``_feature``'s loop, with its test of a derivative,
+    costs the field 4x)."""
     dim, n, xi = _layout(p)
-    n_mono = int(p[1])
-    fac = xi + n * dim
-    degree = (p.size - fac) // n_mono if n_mono else 0
+    n_mono, degree = int(p[1]), int(p[5])
     for i in range(dim):
         out[i] = 0.0
     for f in range(n):
         if f < n_mono:
             v = 1.0
-            for q in range(fac + f * degree, fac + (f + 1) * degree):
-                j = int(p[q])
-                if j < 0:
+            for q in range(_HEADER + f * degree, _HEADER + (f + 1) * degree):
+                k = int(p[q])
+                if k < 0:
                     break
-                v *= y[j]
+                v *= y[k]
         else:
             v = _feature(p, y, f, -1)
         row = xi + f * dim
