@@ -1,13 +1,7 @@
 """The reduction study's results: its records merged, summarized per row (break-even included), the tables with
-who wins, the work-precision figures, and the results file they are drawn from (``RESULTS``).
-
-Break-even, two charges: rollouts to T after which a reduced row's offline CPU is paid back against the cheapest
-full-order row as accurate at T, N* = charge / ((c_full - c_row) T). Today's charge is the row's own offline CPU
-(data generation + SVD + hyper-reduction fit + training); the *full* charge (issue 86 item 6, after "breakeven
-complexity") adds the tuning runs the row was chosen among: every other fit of its family on the lattice (other
-reduced dimensions, the hyper-reduced or plain twin, other training steps Delta), each its offline CPU less the
-data, which is generated once (``_full_charge``). It needs the data generation's CPU apart (``data_cpu``); a
-results file without it draws the column as '—'."""
+who wins, the work-precision figures, and the results file they are drawn from (``RESULTS``). Break-even
+N* = charge / ((c_full - c_row) T), charged two ways: the row's own offline CPU (data + SVD + hyper-reduction fit +
+training), and in full (``_full_charge``: with the tuning runs the row was chosen among)."""
 
 from __future__ import annotations
 
@@ -115,15 +109,6 @@ def _rollouts(n: float | None) -> str:
     return "—" if n is None else "never" if math.isinf(n) else f"{n:.3g}"
 
 
-def _charge_note(summary: Sequence[Mapping[str, Any]]) -> str:
-    """The tables' word on the full charge: none where the file records the data's CPU apart, else why there is no
-    full-charge column (results files written before ``data_cpu``)."""
-    if any(e.get("data_cpu") is not None for e in summary):
-        return ""
-    return (" This file does not record the data generation's CPU apart from the offline CPU (data_cpu, written "
-            "since issue 86), so the full charge, which counts the data once over the tuning runs, is '—'.")
-
-
 def _cell(entry: Mapping[str, Any]) -> str:
     m, (lo, hi) = entry["median"], entry["ci"]
     return fmt_num(m) + (f" [{fmt_num(lo)}, {fmt_num(hi)}]" if lo is not None and hi is not None else "")
@@ -177,7 +162,10 @@ def tables(summary: Sequence[Mapping[str, Any]]) -> str:
              "after which the offline CPU is paid back against the cheapest full-order row as accurate at T; full "
              "charge: the data once + every fit of the row's family on the lattice (its own and the tuning runs it "
              "was chosen among: other 2n, hyper-reduced or not, other Delta; a fit sharing its family's SVD is "
-             "charged it again, so an upper bound), and its break-even." + _charge_note(summary), ""]
+             "charged it again, so an upper bound), and its break-even." +
+             ("" if any(e.get("data_cpu") is not None for e in summary) else
+              " This file does not record the data generation's CPU apart from the offline CPU (data_cpu, written "
+              "since issue 86), so the full charge, which counts the data once over the tuning runs, is '—'."), ""]
     lines += [f"Training: {valve_line(valve_sum(e.get('valve') for e in summary))}.", ""]
     lines += ["## Summary", "", *summary_table(summary)]
     for system in dict.fromkeys(e["system"] for e in summary):
@@ -263,8 +251,8 @@ def figures(summary: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
 #: a row of reduction.json (``vpintegrator.studies.schema``): what the tables and figures read
 ROW = Obj(required={"system": "str", "N": "int", "row": "str", "label": "str", "seed": "int?",
                     **{f"err_t{t:g}": Obj(required={"median": "number?"}, optional=INTERVAL.optional) for t in HORIZONS}},
-          optional={"cost": "number?", "offline_cpu": "number?", "data_cpu": "number?", "method": "str?", "h": "number?", "reduced_dim": "int?",
-                    "bonds": "int?", "train_cpu": "number?", "stopped": "str?", "stop_clock": "str?", "epochs": "int?",
+          optional={"cost": "number?", "offline_cpu": "number?", "data_cpu": "number?", "method": "str?", "h": "number?",
+                    "reduced_dim": "int?", "bonds": "int?", "train_cpu": "number?", "stopped": "str?", "stop_clock": "str?", "epochs": "int?",
                     "n_params": "int?",
                     "best_val": "number?", "library": "str?", "n_terms": "int?"})
 #: what reduction.json holds
