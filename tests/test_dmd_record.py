@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from vpintegrator.rollout import DelayDMDStep
-from vpintegrator.rollout.memory import CENTRED, MAX_RECORDED
+from vpintegrator.models.memory import CENTRED, MAX_RECORDED
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

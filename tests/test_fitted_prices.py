@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from vpintegrator.errors import VPIntegratorError
-from vpintegrator.rollout.memory import SKILL_FRACTION, ARXStep, NARXStep, skill_of
+from vpintegrator.models.memory import SKILL_FRACTION, ARXStep, NARXStep, skill_of
 
 H = 0.2
 HAS_PYSINDY = importlib.util.find_spec("pysindy") is not None

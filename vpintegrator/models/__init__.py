@@ -81,6 +81,12 @@ of the memory ladder),
 ``constant_coupling``: a Lie–Poisson transformer with its cross-state information removed).
 ``_symmetric`` (the palindromic, time-reversible composition ``symmetric=True`` of vpff, vpt, lpnet and
 lp_transformer: one mixin for ``evolve``, ``inverse`` and ``preserves``).
+
+Fitted models beside the trained ones (``vpintegrator.models.fitted``: one interface, ``fit`` on the training
+split, the step-map contract, ``describe``, ``save`` / [`load_fitted`][vpintegrator.models.load_fitted], and the
+registry ``fitted_class`` / ``list_fitted`` the rollout engine picks its fitted rows from): ``memory`` (``arx``,
+``narx``, ``delay_dmd``) and ``parrot`` (context parroting); the SINDy rows register from
+``vpintegrator.rollout.sindy`` (they integrate their fitted fields by the classical methods).
 """
 
 from __future__ import annotations
@@ -121,6 +127,10 @@ from .standard import StandardTransformerIntegrator
 from .symplectic import GSympNet, LASympNet, SymplecticTransformer
 from .volume import VolumePreservingFeedForward, VolumePreservingTransformer
 from .vector_field import DivergenceFreeField, HamiltonianNet, LiePoissonHamiltonianNet, NeuralODE, VectorFieldModel
+# the fitted rows register themselves (a FittedModel subclass with a row name)
+from .parrot import ParrotStep
+from .memory import ARXStep, DelayDMDStep, NARXStep
+from .fitted import FittedModel, fitted_class, list_fitted, load_fitted
 
 __all__ = [
     "read_gml",
@@ -164,4 +174,12 @@ __all__ = [
     "LiePoissonHamiltonianNet",
     "DivergenceFreeField",
     "NeuralODE",
+    "FittedModel",
+    "fitted_class",
+    "list_fitted",
+    "load_fitted",
+    "ParrotStep",
+    "ARXStep",
+    "NARXStep",
+    "DelayDMDStep",
 ]

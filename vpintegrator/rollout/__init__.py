@@ -89,10 +89,10 @@ _LAZY: dict[str, str] = {
     "identify_parameters": ".identify",
     "SindyStep": ".sindy",
     "select_sindy": ".sindy",
-    "ParrotStep": ".parrot",
-    "ARXStep": ".memory",
-    "NARXStep": ".memory",
-    "DelayDMDStep": ".memory",
+    "ParrotStep": "..models.parrot",
+    "ARXStep": "..models.memory",
+    "NARXStep": "..models.memory",
+    "DelayDMDStep": "..models.memory",
     "DelaySindyStep": ".delay_sindy",
 }
 
@@ -119,10 +119,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from .methods import model_step as model_step
     from .identify import IdentifiedStep as IdentifiedStep
     from .identify import identify_parameters as identify_parameters
-    from .parrot import ParrotStep as ParrotStep
-    from .memory import ARXStep as ARXStep
-    from .memory import DelayDMDStep as DelayDMDStep
-    from .memory import NARXStep as NARXStep
+    from ..models.parrot import ParrotStep as ParrotStep
+    from ..models.memory import ARXStep as ARXStep
+    from ..models.memory import DelayDMDStep as DelayDMDStep
+    from ..models.memory import NARXStep as NARXStep
     from .delay_sindy import DelaySindyStep as DelaySindyStep
     from .sindy import SindyStep as SindyStep
     from .sindy import select_sindy as select_sindy

@@ -150,7 +150,7 @@ class RolloutConfig(Config):
         ``vpintegrator.rollout.identify``): each row's parameters fitted from its first ``context_len`` states,
         then the integrator with them; ``sindy+INTEGRATOR`` (sparse regression on the training trajectories,
         ``vpintegrator.rollout.sindy``; the ``sindy`` extra) or ``parrot`` (context parroting,
-        ``vpintegrator.rollout.parrot``). The rows besides the classical methods are those of
+        ``vpintegrator.models.parrot``). The rows besides the classical methods are those of
         ``vpintegrator.rollout.methods.ROW_KINDS``.
     context_len : int
         Prefix length of the identification rows and the window the ``parrot`` row matches (a context model

@@ -12,8 +12,8 @@ The rows a comparison run takes in its ``integrators`` key besides the classical
 |---|---|---|
 | ``fd+METHOD``, ``shooting+METHOD`` | identification | each row's parameters from its first ``context_len`` states, then METHOD with them ([`IdentifiedStep`][vpintegrator.rollout.identify.IdentifiedStep]) |
 | ``sindy+METHOD`` | fitted | sparse regression on the training trajectories, integrated by METHOD ([`SindyStep`][vpintegrator.rollout.sindy.SindyStep]; the ``sindy`` extra) |
-| ``parrot`` | fitted | context parroting: the nearest training window's continuation, copied ([`ParrotStep`][vpintegrator.rollout.parrot.ParrotStep]) |
-| ``arx``, ``delay_dmd``, ``narx`` | fitted | linear memory of the last ``context_len`` states, its delay DMD, and the window plus polynomial terms of the newest state ([`ARXStep`][vpintegrator.rollout.memory.ARXStep], [`DelayDMDStep`][vpintegrator.rollout.memory.DelayDMDStep], [`NARXStep`][vpintegrator.rollout.memory.NARXStep]) |
+| ``parrot`` | fitted | context parroting: the nearest training window's continuation, copied ([`ParrotStep`][vpintegrator.models.parrot.ParrotStep]) |
+| ``arx``, ``delay_dmd``, ``narx`` | fitted | linear memory of the last ``context_len`` states, its delay DMD, and the window plus polynomial terms of the newest state ([`ARXStep`][vpintegrator.models.memory.ARXStep], [`DelayDMDStep`][vpintegrator.models.memory.DelayDMDStep], [`NARXStep`][vpintegrator.models.memory.NARXStep]) |
 | ``delay_sindy+METHOD`` | fitted | SINDy on the delay vectors of ``context_len`` states, integrated by METHOD ([`DelaySindyStep`][vpintegrator.rollout.delay_sindy.DelaySindyStep]; the ``sindy`` extra) |
 
 A **fitted** row learns from training trajectories (``FitSplit``) of the file ``fit_data`` and is scored on
@@ -27,7 +27,9 @@ the models learnt from), else ``vp-train``'s default split of the file
 held-out conditions), and a run that names no trajectory rolls out its test split, as for a trained model
 (``vpintegrator.rollout.splits``). A row kind's ``build`` receives a ``RowRequest``
 (no configuration) and returns the row's step map; nothing is computed before the row runs (a fit runs in
-its step map's ``start``). The modules of the kinds are imported only when a row of theirs is asked for.
+its step map's ``start``). The fitted kinds are those of the fitted-model registry
+(``vpintegrator.models.fitted``: ``list_fitted``), each built by one builder from its class's limits and
+``for_row``; the identification and particle rows' modules are imported only when a row of theirs is asked for.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ from .context import ContextStep, oracle_theta
 from .engine import StepMap
 from .field import field_step
 from .family import step_for
+from ..models.fitted import fitted_class, list_fitted
+from . import sindy  # noqa: F401  (registers the sindy+METHOD rows: vpintegrator.models.fitted)
 from .gle import BATH_SUMMARY, COARSE_SUMMARY, GLE_SUMMARY, bath_row, coarse_bath_row, gle_row
 from .steps import ExactFlowStep, IntegratorStep, ModelStep, is_context_model
 
@@ -154,99 +158,83 @@ def _identified(how: str) -> Callable[[RowRequest], StepMap]:
     return build
 
 
-def _sindy(req: RowRequest) -> StepMap:
-    from .sindy import SindyStep
-
-    split = _need_split(req)
-    train, val = split.train, split.val
-    if val.size == 0:  # a split without validation trajectories: the last tenth of train validates
-        n_val = max(1, train.size // 10)
-        if train.size < 2:
-            raise VPIntegratorError(f"{req.label}: one training trajectory and no validation one; give data with "
-                                    "more trajectories", key="integrators")
-        train, val = train[:-n_val], train[-n_val:]
-    from .sindy import MAX_FIT_STATES, MAX_VAL_TRAJ, VAL_STEPS
-
+def _names(req: RowRequest, data: Path | None) -> tuple[str, ...]:
+    """The state components' names of a fitted row's equations: the observation's, else the data file's."""
     from ..data.trajectory_reader import component_names
 
-    data = split.data or req.data
     observation = getattr(req.system, "observation", None)
-    names = tuple(observation.names) if observation is not None else (
-        () if data is None else component_names(data, req.system))
-    return SindyStep(_seen(req, _trajectories(data, train, MAX_FIT_STATES)),
-                     _seen(req, _trajectories(data, val, max_traj=MAX_VAL_TRAJ, n_steps=VAL_STEPS)),
-                     str(req.integrator), req.dt,
-                     dim=int(req.system.dim), source=f"{split.source}: {train.size} training, {val.size} validation "
-                     f"trajectories of {data}",
-                     component_names=names)
+    if observation is not None:
+        return tuple(observation.names)
+    return () if data is None else component_names(data, req.system)
 
 
-def _parrot(req: RowRequest) -> StepMap:
-    from .parrot import MAX_PARROT_STATES, ParrotStep
-
-    split = _need_split(req)
-    data = split.data or req.data
-    return ParrotStep(_seen(req, _trajectories(data, split.train, MAX_PARROT_STATES)), context_len=req.context_len,
-                      dim=int(req.system.dim),
-                      source=f"{split.source}: {split.train.size} training trajectories of {data}")
-
-
-def _memory_data(req: RowRequest, reach: int) -> tuple[Path | None, np.ndarray, np.ndarray, str]:
-    """The data file, training and validation indices and the source line of a memory row (``arx``, ``narx``,
-    ``delay_dmd``, ``delay_sindy+METHOD``); a window longer than the file's trajectories allow (``reach``:
-    the states one training sample needs beyond the window) is refused now, in one line naming
-    ``context_len``."""
+def _row_data(req: RowRequest, limits: Any) -> Any:
+    """What a fitted row of the kind ``limits`` (its class: ``vpintegrator.models.fitted``) is built from
+    (``RowData``): the training and validation trajectories of the split (a split without validation
+    trajectories: the last tenth of train validates), read when the row starts, within the kind's limits; a
+    window longer than the file's trajectories allow (the kind's ``reach``: the states one training sample needs
+    beyond the window) is refused now, in one line naming ``context_len``."""
     from ..data import read_metadata
+    from ..models.fitted import RowData
 
     split = _need_split(req)
     data = split.data or req.data
     train, val = split.train, split.val
-    if data is not None:
+    T = int(req.context_len)
+    if limits.reach is not None and data is not None:
         n_states = int(read_metadata(data)["n_states"])
-        if req.context_len + reach > n_states:
+        if T + limits.reach > n_states:
             raise VPIntegratorError(
-                f"{req.label}: context_len = {req.context_len} is longer than the trajectories of {data} allow "
-                f"({n_states} states; this row needs context_len + {reach}); give context_len <= "
-                f"{n_states - reach}", key="context_len")
-    if val.size == 0:  # a split without validation trajectories: the last tenth of train validates
+                f"{req.label}: context_len = {T} is longer than the trajectories of {data} allow "
+                f"({n_states} states; this row needs context_len + {limits.reach}); give context_len <= "
+                f"{n_states - limits.reach}", key="context_len")
+    if limits.validates and val.size == 0:
         if train.size < 2:
-            raise VPIntegratorError(f"{req.label}: one training trajectory and no validation one; give data with "
-                                    "more trajectories", key="integrators")
+            raise VPIntegratorError(f"{req.label}: one training trajectory and no validation one; give data "
+                                    "with more trajectories", key="integrators")
         n_val = max(1, train.size // 10)
         train, val = train[:-n_val], train[-n_val:]
-    source = f"{split.source}: {train.size} training, {val.size} validation trajectories of {data}"
-    return data, train, val, source
+    held = f", {val.size} validation" if limits.validates else ""
+    return RowData(_seen(req, _trajectories(data, train, limits.max_fit_states)),
+                   _seen(req, _trajectories(data, val, max_traj=limits.max_val_traj, n_steps=limits.val_steps(T))),
+                   T, int(req.system.dim), req.dt, req.integrator,
+                   f"{split.source}: {train.size} training{held} trajectories of {data}", _names(req, data))
 
 
-def _memory(name: str) -> Callable[[RowRequest], StepMap]:
+def _fitted(name: str) -> Callable[[RowRequest], StepMap]:
+    """The builder of the fitted row ``name``: its registered class's ``for_row`` on ``_row_data``."""
     def build(req: RowRequest) -> StepMap:
-        from . import memory
+        from ..models.fitted import fitted_class
 
-        cls = {"arx": memory.ARXStep, "narx": memory.NARXStep, "delay_dmd": memory.DelayDMDStep}[name]
-        data, train, val, source = _memory_data(req, 1)
-        T = int(req.context_len)
-        max_states = 2 * memory.MAX_FIT_WINDOWS  # MAX_FIT_WINDOWS windows where K >= 2 T
-        return cls(_seen(req, _trajectories(data, train, max_states)),
-                   _seen(req, _trajectories(data, val, max_traj=memory.MAX_VAL_TRAJ, n_steps=T + memory.VAL_STEPS)),
-                   context_len=T, dim=int(req.system.dim), source=source)
+        cls = fitted_class(name)
+        return cls.for_row(_row_data(req, cls))
 
     return build
 
 
-def _delay_sindy(req: RowRequest) -> StepMap:
-    from ..data.trajectory_reader import component_names
-    from .delay_sindy import DelaySindyStep
-    from .sindy import MAX_FIT_STATES, MAX_VAL_TRAJ, VAL_STEPS
+class _DelaySindyLimits:
+    """delay_sindy+METHOD's limits (``_row_data``) until it is a registered fitted model."""
 
-    data, train, val, source = _memory_data(req, 2)
-    observation = getattr(req.system, "observation", None)
-    names = tuple(observation.names) if observation is not None else (
-        () if data is None else component_names(data, req.system))
-    T = int(req.context_len)
-    return DelaySindyStep(_seen(req, _trajectories(data, train, MAX_FIT_STATES)),
-                          _seen(req, _trajectories(data, val, max_traj=MAX_VAL_TRAJ, n_steps=T - 1 + VAL_STEPS)),
-                          str(req.integrator), req.dt, context_len=T, dim=int(req.system.dim), source=source,
-                          component_names=names)
+    reach, validates = 2, True
+
+    def __init__(self) -> None:
+        from .sindy import MAX_FIT_STATES, MAX_VAL_TRAJ
+
+        self.max_fit_states, self.max_val_traj = MAX_FIT_STATES, MAX_VAL_TRAJ
+
+    @staticmethod
+    def val_steps(T: int) -> int:
+        from .sindy import VAL_STEPS
+
+        return T - 1 + VAL_STEPS
+
+
+def _delay_sindy(req: RowRequest) -> StepMap:
+    from .delay_sindy import DelaySindyStep
+
+    d = _row_data(req, _DelaySindyLimits())
+    return DelaySindyStep(d.train, d.val, str(req.integrator), req.dt, context_len=d.context_len, dim=d.dim,
+                          source=d.source, component_names=d.component_names)
 
 
 #: the rows of one observed state that ``estimate+ROW`` starts from a whole-window estimate (``WindowEstimatedStep``)
@@ -274,17 +262,8 @@ ROW_KINDS: dict[str, RowKind] = {
                     "METHOD with the fitted parameters",
                     needs="a system linear in its parameters (System.parameter_features)")
        for how in IDENTIFY_METHODS},
-    "sindy": RowKind("sindy", True, True, _sindy, "SINDy on the training trajectories (library and threshold by "
-                     "validation rollout), integrated by METHOD",
-                     needs='pysindy: pip install "vpintegrator[sindy]"'),
-    "parrot": RowKind("parrot", False, True, _parrot, "context parroting: the nearest training window of "
-                      "context_len states, its continuation copied"),
-    "arx": RowKind("arx", False, True, _memory("arx"), "linear memory: the next state a linear function of the "
-                   "last context_len states (least squares on the training windows, ridge by validation rollout)"),
-    "delay_dmd": RowKind("delay_dmd", False, True, _memory("delay_dmd"), "Hankel / delay DMD: exact DMD of the "
-                         "delay vectors of context_len states, truncated to the rank chosen by validation rollout"),
-    "narx": RowKind("narx", False, True, _memory("narx"), "the arx window plus polynomial terms (degree 2 ... D) of "
-                    "the newest state; library and ridge by validation rollout"),
+    **{name: RowKind(name, cls.takes_integrator, True, _fitted(name), cls.summary, cls.needs)
+       for name, cls in ((n, fitted_class(n)) for n in list_fitted())},
     "delay_sindy": RowKind("delay_sindy", True, True, _delay_sindy, "SINDy on the delay vectors of context_len "
                            "states (library and threshold by validation rollout), integrated by METHOD",
                            needs='pysindy: pip install "vpintegrator[sindy]"'),

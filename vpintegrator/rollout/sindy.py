@@ -30,7 +30,7 @@ trajectory) the row has no model: [`SindyStep`][vpintegrator.rollout.sindy.Sindy
 the rollout's failure rule fails that row alone (its ``fit_failure`` attribute and the failure line say
 why) and the rest of the run goes on. ``identity_score`` is the identity map's score on the same validation
 trajectories (every state the first): the delay-SINDy row has skill only below ``SKILL_FRACTION`` of it
-(``vpintegrator.rollout.memory.skill_of``). **Budget**: ``select_sindy(max_candidates=..., max_seconds=...)``
+(``vpintegrator.models.memory.skill_of``). **Budget**: ``select_sindy(max_candidates=..., max_seconds=...)``
 stops the search after that many candidates or once its process CPU seconds reach the limit (checked before each
 candidate after the first, in the grid's order: the smaller libraries first), and chooses among those it fitted.
 
@@ -63,7 +63,7 @@ import numpy as np
 from ..config import distinct
 from ..errors import VPIntegratorError, finite_float
 from ..systems.base import System
-from .engine import StepMap
+from ..models.fitted import FittedModel, RowData, nan_none, none_nan
 from .sindy_library import (INSTALL, MAX_FEATURES, Library, _label, _library_of, _one_line, library, library_size,
                             require_pysindy)
 
@@ -450,10 +450,44 @@ def sindy_record(fit: SindyFit | None, candidates: Sequence[SindyFit], integrato
     return info
 
 
+def sindy_state(fit: SindyFit | None, candidates: Sequence[SindyFit], config: dict[str, Any]
+                ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """``config`` with the chosen fit's and the candidates' library, threshold, terms and score, and the chosen
+    field's arrays (``powers``, ``coefficients``): what a SINDy row saves (``FittedModel.save``)."""
+    def scalars(f: SindyFit) -> list[Any]:
+        return [f.library, nan_none(f.threshold), f.n_terms, nan_none(f.score)]
+
+    out = {**config, "candidates": [scalars(f) for f in candidates], "fit": None if fit is None else scalars(fit)}
+    if fit is None or fit.field is None:
+        return out, {}
+    lib = fit.field.library
+    out["library"] = {"name": lib.name, "sin": list(lib.sin), "cos": list(lib.cos), "exp": list(lib.exp)}
+    return out, {"powers": lib.powers, "coefficients": fit.field.coefficients}
+
+
+def sindy_restore(config: dict[str, Any], arrays: dict[str, np.ndarray], names: Sequence[str] = ()
+                  ) -> tuple[SindyFit | None, list[SindyFit]]:
+    """The chosen fit and the candidates ``sindy_state`` wrote (the candidates without their fields)."""
+    def fit(values: list[Any], field: SindyField | None) -> SindyFit:
+        library, threshold, n_terms, score = values
+        return SindyFit(library, none_nan(threshold), field, int(n_terms), none_nan(score))
+
+    candidates = [fit(c, None) for c in config["candidates"]]
+    if config["fit"] is None:
+        return None, candidates
+    field = None
+    if "coefficients" in arrays:
+        lib = config["library"]
+        library = Library(lib["name"], int(arrays["powers"].shape[1]), arrays["powers"], tuple(lib["sin"]),
+                          tuple(lib["cos"]), tuple(lib["exp"]))
+        field = SindyField(library=library, coefficients=arrays["coefficients"], component_names=tuple(names))
+    return fit(config["fit"], field), candidates
+
+
 # --------------------------------------------------------------------------- the step map
 
 
-class SindyStep(StepMap):
+class SindyStep(FittedModel):
     """``sindy+METHOD``: the SINDy fit chosen by validation (module docstring), integrated by METHOD at ``dt``.
 
     The fit and the selection run in ``start`` (timed as set-up, ``setup_seconds``, like a model's training
@@ -480,7 +514,35 @@ class SindyStep(StepMap):
         The state components' names in the equations (default ``x0 .. x<dim-1>``).
     """
 
-    kind = "fitted"
+    row = "sindy"
+    takes_integrator = True
+    summary = "SINDy on the training trajectories (library and threshold by validation rollout), integrated by METHOD"
+    needs = f"pysindy: {INSTALL}"
+    max_fit_states = MAX_FIT_STATES
+    max_val_traj = MAX_VAL_TRAJ
+
+    @classmethod
+    def val_steps(cls, context_len: int) -> int | None:
+        return VAL_STEPS
+
+    @classmethod
+    def for_row(cls, data: RowData) -> "SindyStep":
+        return cls(data.train, data.val, str(data.integrator), data.dt, dim=data.dim, source=data.source,
+                   component_names=data.component_names)
+
+    def _state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        return sindy_state(self.fit, self.candidates, {
+            "integrator": self.integrator, "dt": self.dt, "dim": self.dim, "source": self.source,
+            "component_names": list(self.component_names), "fit_seconds": nan_none(self.fit_seconds)})
+
+    @classmethod
+    def _restore(cls, config: dict[str, Any], arrays: dict[str, np.ndarray]) -> "SindyStep":
+        model = cls(None, None, config["integrator"], config["dt"], dim=int(config["dim"]), source=config["source"],
+                    component_names=config["component_names"])
+        model.fit, model.candidates = sindy_restore(config, arrays, model.component_names)
+        model.fit_seconds, model._fitted = none_nan(config["fit_seconds"]), True
+        return model
+
     #: set by __init__ (declared for type checkers)
     integrator: str
     dt: float
@@ -505,7 +567,7 @@ class SindyStep(StepMap):
                 raise VPIntegratorError("SindyStep: give dim with a callable train")
             dim = int(_finite_array(train, "training trajectories", 3).shape[-1])
         for what, given in (("training", train), ("validation", val)):
-            if not callable(given):  # arrays: checked here (a callable's when the row starts)
+            if given is not None and not callable(given):  # arrays: checked here (a callable's when the row starts)
                 _finite_array(given, f"{what} trajectories", 3, int(dim))
         self.dim: int = int(dim)
         self.seq_len: int = 1

@@ -27,7 +27,7 @@ Rows: ``lpnet_ctx`` (finite-difference context) and the same trained step with t
 true hθ); the parameter-blind ``lpnet`` and ``vpt``; the unstructured in-context ``st`` (standard
 transformer, ``seq_len = k``); ``fd+rk4`` and ``shooting+rk4`` (identification, then RK4 with the fitted
 parameters); ``oracle rk4`` (RK4 with the true parameters); ``parrot`` (context parroting: the training
-trajectories' window nearest to the noisy prefix, its continuation copied; ``vpintegrator.rollout.parrot``;
+trajectories' window nearest to the noisy prefix, its continuation copied; ``vpintegrator.models.parrot``;
 in the runs made after it was added). The encoder ablation ``lpnet_ctx_attention``
 (``--models lpnet_ctx_attention``): the same net with the attention encoder, trained by its recipe
 (``RECIPES``: Adam).

@@ -209,8 +209,8 @@ def _methods(runs: dict, split_by: dict, systems: Sequence, k: int, sigma: float
              system: str = "rigid_body", parrot_context: np.ndarray | None = None) -> dict:
     """The rows (label -> a function making the step map); ``parrot_context`` (n_train, T, dim): the
     training trajectories of the parrot row (none without them)."""
-    from ...models import load_model
-    from ...rollout import ContextStep, IdentifiedStep, IntegratorStep, ModelStep, ParrotStep
+    from ...models import ParrotStep, load_model
+    from ...rollout import ContextStep, IdentifiedStep, IntegratorStep, ModelStep
     from ...rollout.steps import is_context_model
     from ...rollout.family import FamilyStep
     from ...rollout.identify import theta_of
@@ -226,7 +226,7 @@ def _methods(runs: dict, split_by: dict, systems: Sequence, k: int, sigma: float
         f"fd+{how}": lambda: IdentifiedStep(base, "fd", how, h, context_len=k, noise=sigma),
         f"shooting+{how}": lambda: IdentifiedStep(base, "shooting", how, h, context_len=k, noise=sigma),
     }
-    if parrot_context is not None:  # context parroting over the runs' training trajectories (rollout/parrot.py)
+    if parrot_context is not None:  # context parroting over the runs' training trajectories (models/parrot.py)
         methods["parrot"] = lambda: ParrotStep(parrot_context, context_len=k)
     for name, run in runs.items():
         model = load_model(run / "best.pt").double()

@@ -216,7 +216,7 @@ def _fitted_record(step: Any) -> dict[str, Any]:
     """A fitted row's skill (``skill``: its validation score below ``SKILL_FRACTION`` of the identity map's on the
     same validation windows), with a ``note`` when it has none, and its search's budget (``fit_budget``); {} for a
     row without validation (``parrot``)."""
-    from ...rollout.memory import SKILL_FRACTION
+    from ...models.memory import SKILL_FRACTION
 
     skill = getattr(step, "skill", None)
     out: dict[str, Any] = {} if getattr(step, "budget", None) is None else {"fit_budget": str(step.budget)}

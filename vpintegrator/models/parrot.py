@@ -27,7 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import VPIntegratorError
-from .engine import StepMap
+from .fitted import FittedModel, RowData
 
 __all__ = ["MAX_PARROT_STATES", "ParrotStep"]
 
@@ -36,7 +36,7 @@ __all__ = ["MAX_PARROT_STATES", "ParrotStep"]
 MAX_PARROT_STATES = 1_000_000
 
 
-class ParrotStep(StepMap):
+class ParrotStep(FittedModel):
     """``parrot``: continue the nearest training window, verbatim (module docstring).
 
     Parameters
@@ -49,7 +49,37 @@ class ParrotStep(StepMap):
         Needed with a callable ``train``.
     """
 
-    kind = "fitted"
+    row = "parrot"
+    summary = "context parroting: the nearest training window of context_len states, its continuation copied"
+    validates = False
+    max_fit_states = MAX_PARROT_STATES
+
+    @classmethod
+    def for_row(cls, data: RowData) -> "ParrotStep":
+        return cls(data.train, context_len=data.context_len, dim=data.dim, source=data.source)
+
+    @classmethod
+    def fit(cls, train: Any, val: Any = None, **options: Any) -> "ParrotStep":
+        """The parrot of the context ``train`` (no validation: ``val`` must be None), its windows indexed now."""
+        if val is not None:
+            raise VPIntegratorError("parrot: it selects nothing, so takes no validation trajectories; give val=None",
+                                    key="val")
+        model = cls(train, **options)
+        model.fit_now()
+        return model
+
+    def fit_now(self) -> None:
+        """Read the context and index its windows (once)."""
+        if self._tree is None:
+            self._context()
+
+    def _state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        assert self._y is not None
+        return {"context_len": self.seq_len, "dim": self.dim, "source": self.source}, {"context": self._y}
+
+    @classmethod
+    def _restore(cls, config: dict[str, Any], arrays: dict[str, np.ndarray]) -> "ParrotStep":
+        return cls(arrays["context"], int(config["context_len"]), int(config["dim"]), str(config["source"]))
 
     def __init__(self, train: np.ndarray | Callable[[], np.ndarray], context_len: int = 3, dim: int | None = None,
                  source: str = "") -> None:
@@ -93,8 +123,7 @@ class ParrotStep(StepMap):
         return j // self._starts, j % self._starts + self.seq_len
 
     def start(self, window0: np.ndarray, limit: np.ndarray | None) -> None:
-        if self._tree is None:
-            self._context()
+        self.fit_now()
         self._window0 = np.array(window0, dtype=np.float64)
         self._win = self._window0.copy()  # (n, k, dim): the latest k states of each row
         self._traj, self._pos = self._match(self._win)

@@ -64,7 +64,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import VPIntegratorError, finite_float
-from .engine import StepMap
+from .fitted import FittedModel, RowData, nan_none, none_nan
 
 __all__ = ["RIDGES", "NARX_LIBRARIES", "VAL_STEPS", "MAX_VAL_TRAJ", "MAX_RANKS", "MAX_FEATURES", "MAX_FIT_WINDOWS",
            "MAX_RECORDED", "CENTRED", "SKILL_FRACTION", "skill_of", "check_trajectories", "window_pairs",
@@ -379,9 +379,10 @@ def _reduced_rollout(fit: MemoryFit, state: np.ndarray, m: int, k: int) -> np.nd
 # --------------------------------------------------------------------------- the step maps
 
 
-class WindowRegressionStep(StepMap):
+class WindowRegressionStep(FittedModel):
     """The common part of ``arx``, ``narx`` and ``delay_dmd`` (module docstring): the data, the fit by
-    validation once (``fit_now``, timed: ``fit_seconds``), the compiled rollout from the first window.
+    validation once (``fit_now``, timed: ``fit_seconds``), the compiled rollout from the first window; a fitted
+    model (``vpintegrator.models.fitted``: ``save``, ``load_fitted``).
 
     Parameters
     ----------
@@ -398,9 +399,48 @@ class WindowRegressionStep(StepMap):
         Where the training trajectories come from (recorded as ``fit_source``).
     """
 
-    kind = "fitted"
-    #: the row's name (``arx``, ``narx``, ``delay_dmd``)
-    row = ""
+    reach = 1
+    max_fit_states = 2 * MAX_FIT_WINDOWS  # MAX_FIT_WINDOWS windows where K >= 2 T
+    max_val_traj = MAX_VAL_TRAJ
+
+    @classmethod
+    def val_steps(cls, context_len: int) -> int | None:
+        return int(context_len) + VAL_STEPS
+
+    @classmethod
+    def for_row(cls, data: RowData) -> "WindowRegressionStep":
+        return cls(data.train, data.val, context_len=data.context_len, dim=data.dim, source=data.source)
+
+    #: the MemoryFit fields that are arrays (saved by ``save``)
+    _ARRAYS = ("c", "W", "P", "powers", "e", "At", "f", "G", "Vr", "mu", "B")
+    _SCALARS = ("ridge", "library", "rank", "n_coefficients", "score")
+
+    def _state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        fit = self.fit
+        config = {"context_len": self.seq_len, "dim": self.dim, "source": self.source,
+                  "fit_seconds": nan_none(self.fit_seconds), "identity_score": nan_none(self.identity_score),
+                  "candidates": [[nan_none(v) if isinstance(v, float) else v for v in
+                                  (getattr(f, k) for k in self._SCALARS)] for f in self.candidates],
+                  "fit": None if fit is None else [nan_none(v) if isinstance(v, float) else v
+                                                   for v in (getattr(fit, k) for k in self._SCALARS)]}
+        arrays = {} if fit is None else {k: getattr(fit, k) for k in self._ARRAYS if getattr(fit, k) is not None}
+        return config, arrays
+
+    @classmethod
+    def _restore(cls, config: dict[str, Any], arrays: dict[str, np.ndarray]) -> "WindowRegressionStep":
+        model = cls(None, None, context_len=int(config["context_len"]), dim=int(config["dim"]),
+                    source=str(config["source"]))
+
+        def scalars(values: list[Any]) -> dict[str, Any]:
+            out = dict(zip(cls._SCALARS, values))
+            return {**out, "ridge": none_nan(out["ridge"]), "score": none_nan(out["score"])}
+
+        model.candidates = [MemoryFit(**scalars(c)) for c in config["candidates"]]
+        model.fit = None if config["fit"] is None else MemoryFit(**scalars(config["fit"]), **arrays)
+        model.fit_seconds = none_nan(config["fit_seconds"])
+        model.identity_score = none_nan(config["identity_score"])
+        model._fitted = True
+        return model
 
     def __init__(self, train: np.ndarray | Callable[[], np.ndarray],
                  val: np.ndarray | Callable[[], np.ndarray] | None = None, context_len: int = 3,
@@ -595,6 +635,8 @@ class NARXStep(WindowRegressionStep):
     ``WindowRegressionStep``'s."""
 
     row = "narx"
+    summary = ("the arx window plus polynomial terms (degree 2 ... D) of the newest state; library and ridge by "
+               "validation rollout")
 
     def __init__(self, train, val=None, context_len: int = 3, dim: int | None = None, source: str = "", *,
                  libraries: Sequence[str] | str | None = None, ridges: Sequence[float] | float | None = None) -> None:
@@ -642,6 +684,8 @@ class ARXStep(NARXStep):
     ``WindowRegressionStep``'s."""
 
     row = "arx"
+    summary = ("linear memory: the next state a linear function of the last context_len states (least squares on "
+               "the training windows, ridge by validation rollout)")
 
     def __init__(self, train, val=None, context_len: int = 3, dim: int | None = None, source: str = "", *,
                  ridges: Sequence[float] | float | None = None) -> None:
@@ -658,6 +702,8 @@ class DelayDMDStep(WindowRegressionStep):
     ``WindowRegressionStep``'s."""
 
     row = "delay_dmd"
+    summary = ("Hankel / delay DMD: exact DMD of the delay vectors of context_len states, truncated to the rank "
+               "chosen by validation rollout")
 
     def __init__(self, train, val=None, context_len: int = 3, dim: int | None = None, source: str = "", *,
                  ranks: Sequence[int] | int | None = None) -> None:
@@ -765,3 +811,4 @@ class DelayDMDStep(WindowRegressionStep):
                 info["memory_dmd_modes"] = json.dumps({"re": modes.real.tolist(), "im": modes.imag.tolist()})
             info["memory_dmd_centred"] = CENTRED
         return info
+
