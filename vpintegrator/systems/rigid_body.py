@@ -47,9 +47,45 @@ def inertia_coefficients(inertia: tuple[float, float, float]) -> tuple[float, fl
     i1, i2, i3 = inertia
     return ((i2 - i3) / (i2 * i3), (i3 - i1) / (i3 * i1), (i1 - i2) / (i1 * i2))
 
+
+class _Body(System):
+    """What the rigid bodies (``RigidBody``, ``rigid_body_exp.RigidBodyExp``) share: the state z, the inertia's
+    coefficients, the paper protocol's step and span and the Casimir |z|²; each gives its field ``inertia``."""
+
+    inertia: tuple[float, float, float]
+    dim: ClassVar[int] = 3
+    state_names: ClassVar[tuple[str, ...]] = ("z1", "z2", "z3")
+    invariant_names: ClassVar[tuple[str, ...]] = ("energy", "casimir")
+    shear_splittable: ClassVar[bool] = True
+    # paper protocol: implicit-midpoint data with h = 0.2 on t in [0, 20] (the rigid body's from the 1238 sphere points)
+    default_dt: ClassVar[float] = 0.2
+    default_t_end: ClassVar[float] = 20.0
+    default_y0: ClassVar[tuple[float, ...]] = (float(np.sin(1.1)), 0.0, float(np.cos(1.1)))
+    torch_invariants: ClassVar[bool] = True
+
+    @property
+    def coefficients(self) -> tuple[float, float, float]:
+        """(a, b, c) of the free body's equations (module docstring)."""
+        return inertia_coefficients(self.inertia)
+
+    def _derived_params(self) -> dict[str, float]:
+        a, b, c = self.coefficients
+        return {"a": a, "b": b, "c": c}
+
+    # NumPy arrays or torch tensors (torch_invariants)
+    def _quadratic_energy(self, y: np.ndarray) -> np.ndarray:
+        # the sum over components written out: NumPy's sum of y * y / I in the same order, and no constant
+        # array to move to a tensor's device
+        i1, i2, i3 = (1.0 / v for v in self.inertia)
+        return 0.5 * (y[..., 0] * y[..., 0] * i1 + y[..., 1] * y[..., 1] * i2 + y[..., 2] * y[..., 2] * i3)
+
+    def _invariant_casimir(self, y: np.ndarray) -> np.ndarray:
+        return (y * y).sum(-1)
+
+
 @register_system
 @dataclass(frozen=True)
-class RigidBody(System):
+class RigidBody(_Body):
     """Euler's equations of a free rigid body.
 
     Parameters
@@ -62,16 +98,7 @@ class RigidBody(System):
 
     name: ClassVar[str] = "rigid_body"
     kernel_id: ClassVar[int | None] = 0  # compiled/systems.py
-    dim: ClassVar[int] = 3
-    state_names: ClassVar[tuple[str, ...]] = ("z1", "z2", "z3")
-    invariant_names: ClassVar[tuple[str, ...]] = ("energy", "casimir")
-    shear_splittable: ClassVar[bool] = True
-    # paper protocol: implicit-midpoint data with h = 0.2 on t in [0, 20] from the 1238 sphere points
-    default_dt: ClassVar[float] = 0.2
-    default_t_end: ClassVar[float] = 20.0
-    default_y0: ClassVar[tuple[float, ...]] = (float(np.sin(1.1)), 0.0, float(np.cos(1.1)))
     default_sampler: ClassVar[str] = "paper_sphere"
-    torch_invariants: ClassVar[bool] = True
     theta_names: ClassVar[tuple[str, ...]] = ("a", "b", "c")
 
     def __post_init__(self) -> None:
@@ -101,11 +128,6 @@ class RigidBody(System):
         return np.array([[-1.0, 1.0], [0.0, -1.0], [1.0, 0.0]])  # a = u3 - u2, b = -u3, c = u2
 
     @property
-    def coefficients(self) -> tuple[float, float, float]:
-        """(a, b, c) of the equations above."""
-        return inertia_coefficients(self.inertia)
-
-    @property
     def a(self) -> float:
         return self.coefficients[0]
 
@@ -116,10 +138,6 @@ class RigidBody(System):
     @property
     def c(self) -> float:
         return self.coefficients[2]
-
-    def _derived_params(self) -> dict[str, float]:
-        a, b, c = self.coefficients
-        return {"a": a, "b": b, "c": c}
 
     def field_params(self) -> np.ndarray:
         """p = (a, b, c)."""
@@ -138,12 +156,4 @@ class RigidBody(System):
         z1, z2, z3 = x[0], x[1], x[2]
         return ((0.0, a * z3, a * z2), (b * z3, 0.0, b * z1), (c * z2, c * z1, 0.0))
 
-    # NumPy arrays or torch tensors (torch_invariants)
-    def _invariant_energy(self, y: np.ndarray) -> np.ndarray:
-        # the sum over components written out: NumPy's sum of y * y / I in the same order, and no constant
-        # array to move to a tensor's device
-        i1, i2, i3 = (1.0 / v for v in self.inertia)
-        return 0.5 * (y[..., 0] * y[..., 0] * i1 + y[..., 1] * y[..., 1] * i2 + y[..., 2] * y[..., 2] * i3)
-
-    def _invariant_casimir(self, y: np.ndarray) -> np.ndarray:
-        return (y * y).sum(-1)
+    _invariant_energy = _Body._quadratic_energy

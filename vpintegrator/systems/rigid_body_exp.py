@@ -28,14 +28,14 @@ from typing import ClassVar
 import numpy as np
 
 from ..arrays import array_namespace
-from .base import System, _check_finite
+from .base import _check_finite
 from .registry import register_system
-from .rigid_body import check_inertia, inertia_coefficients
+from .rigid_body import _Body, check_inertia
 
 
 @register_system
 @dataclass(frozen=True)
-class RigidBodyExp(System):
+class RigidBodyExp(_Body):
     """Rigid body with an exponential term in its Hamiltonian, ``H = sum z_i^2 / (2 I_i) + epsilon exp(z1)``.
 
     Parameters
@@ -51,28 +51,11 @@ class RigidBodyExp(System):
 
     name: ClassVar[str] = "rigid_body_exp"
     kernel_id: ClassVar[int | None] = 4  # compiled/systems.py
-    dim: ClassVar[int] = 3
-    state_names: ClassVar[tuple[str, ...]] = ("z1", "z2", "z3")
-    invariant_names: ClassVar[tuple[str, ...]] = ("energy", "casimir")
-    shear_splittable: ClassVar[bool] = True
-    default_dt: ClassVar[float] = 0.2
-    default_t_end: ClassVar[float] = 20.0
-    default_y0: ClassVar[tuple[float, ...]] = (float(np.sin(1.1)), 0.0, float(np.cos(1.1)))
     default_sampler: ClassVar[str] = "sphere"
-    torch_invariants: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "inertia", check_inertia("RigidBodyExp", self.inertia))
         object.__setattr__(self, "epsilon", _check_finite("RigidBodyExp", "epsilon", self.epsilon))
-
-    @property
-    def coefficients(self) -> tuple[float, float, float]:
-        """(a, b, c) of the quadratic part, as [`RigidBody.coefficients`][vpintegrator.systems.RigidBody.coefficients]."""
-        return inertia_coefficients(self.inertia)
-
-    def _derived_params(self) -> dict[str, float]:
-        a, b, c = self.coefficients
-        return {"a": a, "b": b, "c": c}
 
     def hamiltonian_gradient(self, y: np.ndarray) -> np.ndarray:
         """``grad H``; y (..., 3) -> (..., 3)."""
@@ -102,10 +85,4 @@ class RigidBodyExp(System):
 
     # NumPy arrays or torch tensors (torch_invariants)
     def _invariant_energy(self, y: np.ndarray) -> np.ndarray:
-        xp = array_namespace(y)
-        i1, i2, i3 = (1.0 / v for v in self.inertia)
-        quadratic = 0.5 * (y[..., 0] * y[..., 0] * i1 + y[..., 1] * y[..., 1] * i2 + y[..., 2] * y[..., 2] * i3)
-        return quadratic + self.epsilon * xp.exp(y[..., 0])
-
-    def _invariant_casimir(self, y: np.ndarray) -> np.ndarray:
-        return (y * y).sum(-1)
+        return self._quadratic_energy(y) + self.epsilon * array_namespace(y).exp(y[..., 0])
