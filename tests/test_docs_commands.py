@@ -328,8 +328,7 @@ TINY_STUDY: dict[str, dict[str, str]] = {
                    "timing_t_end": "10"},
     "rigid_body_structure": {"models": "lpnet", "train_seconds": "1", "max_steps": "2", "n_heldout": "2",
                              "n_long": "1", "long_t_end": "110"},  # its long horizon must pass t = 100
-    "coupled_oscillator": {"models": "vpt", "train_seconds": "1", "max_steps": "2", "n_steps": "10", "heldout": "1",
-                           "train_n_traj": str(TINY_N_TRAJ)},
+    "coupled_oscillator": {"n_train": "12", "n_test": "2", "max_steps": "2", "n_steps": "10"},  # a preset of compare
     "context": {"epochs": "1", "n_test": "2"},
     "compare": {"n_train": "10", "n_test": "2", "max_steps": "2", "n_steps": "5"},
 }

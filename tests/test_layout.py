@@ -576,7 +576,6 @@ ALLOWED_CONFIG_TAKERS = {
     "studies/attention.py:build_plan": "the attention step's plan builder: AttentionOptions -> AttentionPlan",
     "studies/compare.py:build_plan": "the comparison engine's plan builder: CompareOptions -> ComparePlan",
     "studies/context/design.py:build_plan": "the context study's plan builder: ContextOptions -> ContextPlan",
-    "studies/coupled_oscillator/design.py:build_plan": "the coupled-oscillator study's plan builder -> Settings",
     "studies/rigid_body.py:build_plan": "the rigid-body study's plan builder: RigidBodyOptions -> RigidBodyPlan",
     "studies/rigid_body_results/cost.py:build_plan": "the rigid-body cost step's plan builder: CostOptions -> CostPlan",
     "studies/rigid_body_quality.py:build_plan": "the quality study's plan builder: QualityOptions -> QualityPlan",

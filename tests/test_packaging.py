@@ -92,10 +92,12 @@ def test_a_path_still_works_and_wins_over_a_name(tmp_path, monkeypatch):
 
 
 def test_the_studies_find_their_configs():
-    from vpintegrator.studies import coupled_oscillator, rigid_body, rigid_body_quality
+    from vpintegrator._shipped import config_path
+    from vpintegrator.studies import rigid_body, rigid_body_quality
+    from vpintegrator.studies.compare import load_preset, presets
 
-    for model in coupled_oscillator.MODELS:
-        assert coupled_oscillator._resolve(coupled_oscillator._default_config(model)).is_file(), model
+    for rows in (load_preset(name).get("train", {}) for name in presets()):  # the presets' study configs
+        assert all(config_path(row["config"]).is_file() for row in rows.values() if "config" in row), rows
     assert Path(rigid_body.STUDY.parse(["--out", "x"]).config_dir, "rigid_body_vpt.toml").is_file()
     assert Path(rigid_body_quality.STUDY.parse(["--out", "x"]).config).is_file()
 

@@ -2,7 +2,8 @@
 of those tables can be checked without re-running hours of training:
 
 - ``rigid_body_study.json``: ``scripts/reproduce_rigid_body.py``'s ``results.json`` (section 2);
-- ``coupled_oscillator_study.json``: ``scripts/reproduce_coupled_oscillator.py``'s (section 4);
+- ``archive/coupled_oscillator_study.json``: ``scripts/reproduce_coupled_oscillator.py``'s before the study became a
+  preset, and ``coupled_oscillator_quick.json`` the preset's ``--quick`` re-make (section 4);
 - ``rigid_body_structure_study.json``: ``scripts/reproduce_rigid_body_structure.py``'s (section 1).
 
 Each test draws the tables from the shipped file with the study's own formatting code and finds every line
@@ -63,13 +64,29 @@ def test_the_plateau_rule_rigid_body_tables_are_drawn_from_their_shipped_results
 def test_the_coupled_oscillator_tables_are_drawn_from_the_shipped_results():
     from vpintegrator.studies.coupled_oscillator import EVAL_SETS, _statistics_section, format_table, read_results
 
-    doc = read_results(DATA / "coupled_oscillator_study.json")
+    doc = read_results(DATA / "archive" / "coupled_oscillator_study.json")  # the study's run, before the preset
     assert doc["settings"]["seeds"] == [0, 1, 2, 3, 4]
     page = _section(PAGE.read_text(encoding="utf-8"), "## 4. Coupled oscillator", "## 5. ")
     drawn = [line for name in EVAL_SETS for line in format_table(doc["tables"][name]).splitlines()]
     drawn += [line for line in _statistics_section(doc["heldout_statistics"], float(doc["settings"]["t_end"]))
               if line.startswith("| ")]
     assert len(drawn) > 20
+    missing = _missing(drawn, page)
+    assert not missing, missing[:3]
+
+
+def test_the_coupled_oscillator_preset_tables_are_drawn_from_its_shipped_results():
+    """The preset's --quick re-make (vp-study coupled_oscillator --quick): its compare.json's tables on the page."""
+    from vpintegrator.studies.compare import RESULTS, _markdown
+    from vpintegrator.studies.schema import check_results
+    from vpintegrator.studies.stats import read_json, unplain
+
+    path = DATA / "coupled_oscillator_quick.json"
+    doc = check_results(read_json(path), path, RESULTS)
+    assert doc["seeds"] == [0, 1] and doc["n_steps"] == 10000 and doc["max_steps"] == 60
+    page = _section(PAGE.read_text(encoding="utf-8"), "### Re-made by the preset", "## 5. ")
+    drawn = [line for line in _markdown(unplain(doc["problems"])).splitlines() if line.startswith(("| ", "coupled"))]
+    assert len(drawn) > 25
     missing = _missing(drawn, page)
     assert not missing, missing[:3]
 
@@ -102,7 +119,7 @@ def test_the_plateau_rule_structure_tables_are_drawn_from_their_shipped_results(
 
 
 def test_the_shipped_results_hold_no_path_of_the_machine_they_ran_on():
-    for name in ("archive/rigid_body_study.json", "rigid_body_study_plateau.json", "coupled_oscillator_study.json",
+    for name in ("archive/rigid_body_study.json", "rigid_body_study_plateau.json", "archive/coupled_oscillator_study.json",
                  "archive/rigid_body_structure_study.json", "rigid_body_structure_study_plateau.json"):
         text = (DATA / name).read_text(encoding="utf-8")
         assert "../.." not in text, name

@@ -14,7 +14,7 @@ from test_study_plans import OPTION_SETS, planned
 
 from vpintegrator.cli import study
 from vpintegrator.config import declared, documented, first_sentence
-from vpintegrator.studies import coupled_oscillator, rigid_body, rigid_body_quality, rigid_body_structure
+from vpintegrator.studies import rigid_body, rigid_body_quality, rigid_body_structure
 from vpintegrator.studies.options import StudyOptions
 from vpintegrator.studies.driver import main as run_study
 
@@ -22,7 +22,6 @@ OPTIONS = {
     "rigid_body": (rigid_body, rigid_body.RigidBodyOptions),
     "rigid_body_structure": (rigid_body_structure, rigid_body_structure.StructureOptions),
     "rigid_body_quality": (rigid_body_quality, rigid_body_quality.QualityOptions),
-    "coupled_oscillator": (coupled_oscillator, coupled_oscillator.CoupledOscillatorOptions),
 }
 
 
@@ -70,14 +69,13 @@ BAD = [
     ("rigid_body_structure", ["--n-heldout", "5", "--set", "n_long=6"], "--n-long (6) must be <= --n-heldout (5)"),
     ("rigid_body_quality", ["--unroll", "0"], "--unroll must be >= 1; got 0"),
     ("rigid_body_quality", ["--set", 'phase1_seconds="x"'], "--phase1-seconds must be a positive number of seconds"),
-    ("coupled_oscillator", ["--set", "modls=vpt"], "--set: unknown key 'modls'"),
-    ("coupled_oscillator", ["--n-steps", "7", "--set", "n_steps=8"], "n_steps is also given by its own flag --n-steps"),
-    ("coupled_oscillator", ["--set", "config=3"], "--config must be a list of MODEL=TOML strings"),
-    ("coupled_oscillator", ["--set", "nosep"], "set: 'nosep' is not KEY=VALUE"),
+    ("rigid_body_structure", ["--set", "modls=vpt"], "--set: unknown key 'modls'"),
+    ("rigid_body", ["--n-heldout", "7", "--set", "n_heldout=8"], "n_heldout is also given by its own flag --n-heldout"),
+    ("rigid_body_structure", ["--set", "nosep"], "set: 'nosep' is not KEY=VALUE"),
     # the model lists: one reader (options.model_list) for every study
     ("rigid_body", ["--models", "vpt,vtp"], "--models: unknown model 'vtp' (did you mean 'vpt'?); valid: vpff, vpt"),
     ("rigid_body_structure", ["--models", "vpt,lpnet,vpt"], "--models: 'vpt' is given twice; give each once"),
-    ("coupled_oscillator", ["--models", " , "], "--models is empty; give a comma list"),
+    ("rigid_body_structure", ["--models", " , "], "--models is empty; give a comma list"),
 ]
 
 
@@ -108,11 +106,6 @@ PLANS = {
                                     "budget": "cpu"},
     "rigid_body_quality_custom": {"out": "runs/plan", "phase1_seconds": 10, "phase2_seconds": 20.0,
                                   "phase3_seconds": 100, "unroll": 2, "unroll3": 4, "budget": "wall", "seeds": [4]},
-    "coupled_oscillator_custom": {"out": "runs/plan", "models": ["la_sympnet", "vpt", "st"], "heldout": 0,
-                                  "init_scale": 0.5, "n_steps": 100, "train_n_traj": 10,
-                                  "config": ["st=configs/study/coupled_oscillator_st.toml"],
-                                  "vpt_config": "configs/study/coupled_oscillator_vpt.toml", "train_seconds": 7,
-                                  "wall_ceiling": 3, "budget": "cpu"},
 }
 
 
@@ -134,18 +127,25 @@ def test_a_plan_file_plans_what_the_flags_plan(option_set, tmp_path, monkeypatch
 
 
 def test_flags_and_set_go_on_top_of_the_plan_file(tmp_path, monkeypatch):
+    from vpintegrator.studies.driver import load
+
     monkeypatch.chdir(tmp_path)
     plan = tmp_path / "plan.toml"
-    plan.write_text(_toml({"out": "runs/a", "train_seconds": 50, "n_steps": 100, "quick": True}))
-    s = coupled_oscillator.STUDY.parse(["--plan", str(plan), "--train-seconds", "60", "--set", "n_steps=200"])
-    assert (s.out, s.train_seconds, s.n_steps, s.quick, s.seeds) == ("runs/a", 60.0, 200, True, [0])
-    s = coupled_oscillator.STUDY.parse(["--plan", str(plan), "--out", "runs/b"])
+    plan.write_text(_toml({"out": "runs/a", "train_seconds": 50, "n_heldout": 30}))
+    s = rigid_body_structure.STUDY.parse(["--plan", str(plan), "--train-seconds", "60", "--set", "n_heldout=20"])
+    assert (s.out, s.train_seconds, s.n_heldout) == ("runs/a", 60.0, 20)
+    s = rigid_body_structure.STUDY.parse(["--plan", str(plan), "--out", "runs/b"])
     assert (s.out, s.train_seconds) == ("runs/b", 50.0) and isinstance(s.train_seconds, float)
+    # a study that is a preset: the plan file and the flags over the preset (its --quick table under them)
+    plan.write_text(_toml({"out": "runs/a", "n_steps": 100, "quick": True, "max_steps": 50}))
+    s = load("coupled_oscillator").parse(["--plan", str(plan), "--max-steps", "60", "--set", "n_steps=200"])
+    assert (s.out, s.max_steps, s.n_steps, s.seeds, s.n_train, s.preset) == ("runs/a", 60, 200, (0, 1), 100,
+                                                                             "coupled_oscillator")
 
 
 @pytest.mark.parametrize("text, message", [
     ('modls = "vpt"\n', "unknown key 'modls'; valid keys: out, seeds"),
-    ("n_steps = 5\n", "--n-steps must be >= 6 (two model windows of 3 states); got 5"),
+    ("n_heldout = 0\n", "--n-heldout must be >= 1; got 0"),
     ("n_steps = \n", "malformed TOML"),
     (None, "no such file"),
 ])
@@ -153,7 +153,8 @@ def test_a_bad_plan_file_is_one_line(text, message, tmp_path):
     plan = tmp_path / "plan.toml"
     if text is not None:
         plan.write_text(text)
-    result = CliRunner().invoke(study.main, ["coupled_oscillator", "--out", str(tmp_path / "run"), "--plan", str(plan)])
+    result = CliRunner().invoke(study.main, ["rigid_body_structure", "--out", str(tmp_path / "run"), "--plan",
+                                             str(plan)])
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and lines[0].startswith("Error: "), lines

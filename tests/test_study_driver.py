@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from vpintegrator.cli import group, study
-from vpintegrator.studies import (coupled_oscillator, memory, partial_observation, reduction, rigid_body,
-                                  rigid_body_quality, rigid_body_structure, unknown_form)
+from vpintegrator.studies import (memory, partial_observation, reduction, rigid_body, rigid_body_quality,
+                                  rigid_body_structure, unknown_form)
 from vpintegrator.studies.options import STUDIES, Study, StudyOptions, parse
 from vpintegrator.studies.runner import StudyError
 from vpintegrator.studies.driver import main as run_study
@@ -22,7 +22,7 @@ from vpintegrator.studies.driver import main as run_study
 SHARED = ("--out", "--seeds", "--jobs", "--budget", "--wall-ceiling", "--skip-existing", "--overwrite",
           "--table-only", "--export-pretrained")
 MODULES = {"rigid_body": rigid_body, "rigid_body_structure": rigid_body_structure,
-           "rigid_body_quality": rigid_body_quality, "coupled_oscillator": coupled_oscillator,
+           "rigid_body_quality": rigid_body_quality,
            "unknown_form": unknown_form, "partial_observation": partial_observation, "reduction": reduction,
            "memory": memory}
 
@@ -31,7 +31,8 @@ def test_every_study_is_listed_and_takes_the_shared_flags():
     # the context study has keys of its own (ContextOptions, the same parser): its trainings are counted in
     # epochs, run one after another, so it takes none of the budget/jobs keys the four others share
     own = {"context": importlib.import_module("vpintegrator.studies.context"),
-           "compare": importlib.import_module("vpintegrator.studies.compare")}  # its own keys: problems, rows
+           "compare": importlib.import_module("vpintegrator.studies.compare"),  # its own keys: problems, rows
+           "coupled_oscillator": importlib.import_module("vpintegrator.studies.compare")}  # a preset of compare
     assert set(STUDIES) == set(MODULES) | set(own)
     result = CliRunner().invoke(study.main, [])
     assert result.exit_code == 0

@@ -10,11 +10,11 @@ refused."""
 from __future__ import annotations
 
 import dataclasses
-import importlib
 
 import click
 import pytest
 
+from vpintegrator.studies.driver import load
 from vpintegrator.studies.options import STUDIES
 from vpintegrator.studies.runner import StudyError
 
@@ -22,8 +22,10 @@ from vpintegrator.studies.runner import StudyError
 VALUES: dict[tuple[str, str], str] = {
     ("rigid_body", "models"): "vpt",
     ("rigid_body_structure", "models"): "lpnet",
-    ("coupled_oscillator", "models"): "vpt",
-    ("coupled_oscillator", "config"): "vpt={tmp}/vpt.toml",
+    ("coupled_oscillator", "preset"): "{tmp}/preset.toml",  # (a preset of compare: its keys are compare's)
+    ("coupled_oscillator", "problems"): "rigid_body",
+    ("coupled_oscillator", "model"): "vpff",
+    ("coupled_oscillator", "rows"): "rk4,vpt",
     ("context", "context_lens"): "3,5",
     ("context", "splits"): "interpolation",
     ("unknown_form", "systems"): "rigid_body_exp",
@@ -43,15 +45,16 @@ VALUES: dict[tuple[str, str], str] = {
     ("compare", "problems"): "coupled_oscillator",
     ("compare", "model"): "vpff",
     ("compare", "rows"): "rk4,vpt",
+    ("compare", "preset"): "coupled_oscillator",
     # the studies that train through the runner's vp-train tasks: a device
     **{(name, "seeds_as_members"): "cpu"
-       for name in ("rigid_body", "rigid_body_structure", "rigid_body_quality", "coupled_oscillator")},
+       for name in ("rigid_body", "rigid_body_structure", "rigid_body_quality")},
 }
 #: flags a study refuses (one line) rather than uses: --results without --table-only, --table-only without a run,
 #: a pretrained export where the study ships none, and the flags that do not apply to a study
 REFUSED = {  # (and "results" in every study: read by --table-only only)
     ("rigid_body_structure", "table_only"), ("rigid_body_quality", "table_only"), ("coupled_oscillator", "table_only"),
-    ("rigid_body_quality", "config"), ("coupled_oscillator", "vpt_config"), ("coupled_oscillator", "st_config"),
+    ("rigid_body_quality", "config"), ("compare", "table_only"),
     ("partial_observation", "export_pretrained"), ("partial_observation", "skip_existing"),
     ("memory", "export_pretrained"), ("memory", "skip_existing"),
     ("reduction", "export_pretrained"), ("reduction", "jobs"), ("reduction", "overwrite"),
@@ -59,13 +62,11 @@ REFUSED = {  # (and "results" in every study: read by --table-only only)
     ("unknown_form", "seeds_as_members"), ("partial_observation", "seeds_as_members"), ("memory", "seeds_as_members"),
     ("reduction", "seeds_as_members"),
 }
-CASES = [(name, f.name) for name, (module, _) in STUDIES.items()
-         for f in dataclasses.fields(importlib.import_module(f"vpintegrator.studies.{module}").STUDY.options)
-         if f.name != "out"]
+CASES = [(name, f.name) for name in STUDIES for f in dataclasses.fields(load(name).options) if f.name != "out"]
 
 
 def _study(name: str):
-    return importlib.import_module(f"vpintegrator.studies.{STUDIES[name][0]}").STUDY
+    return load(name)
 
 
 def _fields(plan) -> dict:
@@ -77,6 +78,7 @@ def _argv(name: str, field: dataclasses.Field, tmp) -> list[str]:
     flag = "--" + field.name.replace("_", "-")
     if (name, field.name) in VALUES:
         (tmp / "vpt.toml").write_text('epochs = 1\n')
+        (tmp / "preset.toml").write_text('problems = "rigid_body"\n')
         return [flag, VALUES[(name, field.name)].format(tmp=tmp)]
     default = field.default if field.default is not dataclasses.MISSING else None
     kind = str(field.type)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vpintegrator.studies import coupled_oscillator, rigid_body, rigid_body_quality, rigid_body_structure
+from vpintegrator.studies import rigid_body, rigid_body_quality, rigid_body_structure
 from vpintegrator.studies.runner import REPO
 
 EXPECTED = Path(__file__).parent / "data" / "study_plans.json"
@@ -37,18 +37,9 @@ OPTION_SETS = {
     "rigid_body_quality_custom": (rigid_body_quality, ["--phase1-seconds", "10", "--phase2-seconds", "20",
                                                        "--phase3-seconds", "100", "--unroll", "2", "--unroll3", "4",
                                                        "--budget", "wall", "--seeds", "4"]),
-    "coupled_oscillator": (coupled_oscillator, ["--budget", "cpu"]),
-    "coupled_oscillator_quick": (coupled_oscillator, ["--quick", "--budget", "cpu"]),
-    "coupled_oscillator_custom": (coupled_oscillator, ["--models", "la_sympnet,vpt,st", "--heldout", "0",
-                                                       "--init-scale", "0.5", "--n-steps", "100", "--train-n-traj",
-                                                       "10", "--config", "st=configs/study/coupled_oscillator_st.toml",
-                                                       "--vpt-config", "configs/study/coupled_oscillator_vpt.toml",
-                                                       "--train-seconds", "7", "--wall-ceiling", "3", "--budget", "cpu"]),
     # the default budget in work (step budgets from measured epoch costs): digests written when it became the default
     "rigid_body_structure_plateau": (rigid_body_structure, []),
     "rigid_body_quality_plateau": (rigid_body_quality, []),
-    "coupled_oscillator_plateau": (coupled_oscillator, []),
-    "coupled_oscillator_quick_plateau": (coupled_oscillator, ["--quick"]),
 }
 
 

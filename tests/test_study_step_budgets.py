@@ -9,12 +9,10 @@ import math
 
 import pytest
 
-from vpintegrator.studies import coupled_oscillator, rigid_body_structure
+from vpintegrator.studies import rigid_body_structure
 
 #: (study module, models planned, the default seconds, the flags that pick them, task name of a model's training)
 CASES = {
-    "coupled_oscillator": (coupled_oscillator, ("vpt", "g_sympnet"), 120.0,
-                           ["--seeds", "0", "--models", "vpt,g_sympnet"], "train_{}_s0"),
     "rigid_body_structure": (rigid_body_structure, ("lpnet", "vpt_sym"), 240.0,
                              ["--seeds", "0", "--models", "lpnet,vpt_sym"], "train_{}_s0"),
 }

@@ -168,7 +168,7 @@ def test_the_rigid_body_summary_sets_the_models_against_the_best_integrator_on_h
 
 
 def test_the_coupled_oscillator_summary_reads_the_held_out_statistics():
-    from vpintegrator.studies.coupled_oscillator.tables import summary_section
+    from vpintegrator.studies.coupled_oscillator import summary_section
 
     def stat(method, kind, err):
         return {"method": method, "kind": kind, "n_ics": 100, "error": {"median": err}}

@@ -34,14 +34,14 @@ CASES = [
        r"--seeds: 1 is given twice; give each once"),
     _s("study-models-repeated", ["rigid_body", "--table-only", "--out", "{out}/rb", "--models", "vpt,vpt"],
        r"--models: 'vpt' is given twice; give each once"),
-    _s("study-models-repeated-merged-before", ["coupled_oscillator", "--table-only", "--out", "{out}/co", "--models",
-                                               "vpt,st,vpt"], r"--models: 'vpt' is given twice; give each once"),
+    _s("study-models-repeated-merged-before", ["rigid_body_structure", "--table-only", "--out", "{out}/co",
+                                               "--models", "vpt,lpnet,vpt"], r"--models: 'vpt' is given twice; give each once"),
     _s("study-context-splits-repeated", ["context", "--print-config", "--out", "{out}/cx", "--splits",
                                          "interpolation,interpolation"], r"--splits: 'interpolation' is given twice"),
     _s("study-context-noise-repeated", ["context", "--print-config", "--out", "{out}/cx", "--noise", "0.01,0.01"],
        r"--noise: 0.01 is given twice"),
-    _s("study-config-repeated", ["coupled_oscillator", "--table-only", "--out", "{out}/co", "--config", "vpt=a.toml",
-                                 "--config", "vpt=b.toml"], r"--config: 'vpt' is given twice; give each once"),
+    _s("study-preset-unknown", ["compare", "--preset", "coupled_oscilator", "--out", "{out}/co"],
+       r"--preset: unknown preset 'coupled_oscilator'; valid: coupled_oscillator \(or a TOML file\)"),
     # --results FILE of every study is checked against its row schema (issue 69; vpintegrator.studies.schema)
     *[_s(f"study-results-{cid}", [study, "--table-only", "--results", f"{{studies}}/{cid}.json", "--out", "{out}/t"],
          match) for study, cid, match in (

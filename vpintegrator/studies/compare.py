@@ -32,8 +32,14 @@ folder (``train.h5``, the runs, ``rollout.h5`` and its table, the work–precisi
 "n_steps", "problems": [{"problem", "label", "dim", "dt", "equations", "structure", "verdict", "held_out", "rows":
 [{"method", "kind" (classical, learned, user, baseline), "n_seeds", "split", "n_traj", "train_cpu_s", "failed", and
 per metric (final_rel_error, mean_nrmse, vpt, valid_time, vs_identity, seconds_per_step) the median and
-"<metric>_range" [min, max] over seeds}], "notes", "figures", "equal_cost", ...}]}``. ``--dry-run`` prints the plan
-and its estimated CPU cost and runs nothing; ``--quick`` runs the same path at small sizes.
+"<metric>_range" [min, max] over seeds; the invariants' ``max_rel_drift_<name>`` where measured}], "notes", "figures",
+"equal_cost", "evaluations" (a preset's named conditions: their rows), ...}]}``, its paths relative to ``--out``.
+``--dry-run`` prints the plan and its estimated CPU cost and runs nothing; ``--quick`` runs the same path at small
+sizes; ``--table-only --results FILE`` draws a compare.json's tables again (``results.md``).
+
+Presets: a study as data (``presets/NAME.toml``, ``PRESET_KEYS``), run by ``--preset NAME`` or by the study's own
+name (``vp-study coupled_oscillator``; ``vpintegrator.studies.options.STUDIES``): its problems, rows, each trained
+row's vp-train config and step budget, sizes, ``--quick`` sizes and named evaluations, the flags given on top.
 """
 
 from __future__ import annotations
@@ -52,11 +58,21 @@ from ..config import Config, key
 from ..errors import VPIntegratorError
 from .errors import StudyError, one_line
 from .options import Study, comma_list, seed_list
+from .schema import Each, Obj, ResultsSchema, Values, check_results, numbers
 from .stats import fmt_num, md_table, median_interval, write_json, write_text
 
-__all__ = ["CompareOptions", "ComparePlan", "IdentityMap", "Problem", "build_plan", "rows_for", "run", "STUDY"]
+__all__ = ["CompareOptions", "ComparePlan", "IdentityMap", "Problem", "RESULTS", "build_plan", "load_preset", "presets",
+           "rows_for", "run", "STUDY"]
 
 SCHEMA = "vpintegrator.compare/1"
+#: a table row of compare.json (a method over seeds: each metric's median, its [min, max] as "<metric>_range")
+_ROW = numbers("final_rel_error", "mean_nrmse", "vpt", "valid_time", "vs_identity", "seconds_per_step",
+               method="str", kind="str", n_seeds="int", failed="int")
+#: what compare.json holds, checked before its tables are drawn (``--table-only``)
+RESULTS = ResultsSchema("compare", {"schema": "str", "problems": Each(Obj(
+    required={"label": "str", "verdict": "str", "held_out": "str", "rows": Each(_ROW), "notes": "list",
+              "equal_cost": "list"}, optional={"evaluations": Values(Each(_ROW))}))},
+    fix="give the compare.json of a vp-study compare run")
 CLASSICAL = ("rk4", "implicit_midpoint", "gauss_legendre4", "stormer_verlet")
 LEARNED = ("vpt", "g_sympnet", "st")
 IDENTITY = "identity"
@@ -70,10 +86,23 @@ LM_WINDOWS = 512
 HPARAMS = {"vpt": {"seq_len": 2, "n_blocks": 1, "L": 2}, "st": {"seq_len": 2, "n_blocks": 1, "L": 2},
            "g_sympnet": {"n_layers": 2}}
 #: the dry run's estimate: CPU seconds per LM iteration (LM_WINDOWS windows, these sizes), per training's set-up, per
-#: problem's generation and rollouts (measured on one core of the machine that wrote this module)
-CPU_BASIS = {"step": 0.04, "training": 1.0, "problem": 10.0}
+#: problem's generation and ladder, per step of one row on one condition (measured on one core of the machine that
+#: wrote this module)
+CPU_BASIS = {"step": 0.04, "training": 1.0, "problem": 10.0, "rollout": 1e-4}
 #: the tolerance of the structure measured on samples (relative to the Jacobian's size)
 STRUCTURE_RTOL = 1e-8
+#: the presets: a study as data, ``presets/NAME.toml`` (``--preset NAME``, ``vp-study NAME``)
+PRESETS = Path(__file__).with_name("presets")
+#: a preset's keys beyond ``CompareOptions``' own sizes and lists: ``train`` (per trained row, a table of vp-train
+#: keys: ``config`` a vp-train TOML or shipped config name, ``max_steps`` its step budget, ``step_cpu_s`` the dry run's
+#: CPU s per step, any other key of the config; a row named there that is no engine row is trained from it),
+#: ``evaluations`` (vp-gen spec names: each one's conditions rolled out by every row to the horizon, a table each),
+#: ``train_steps`` (the training trajectories' length in steps; default n_steps), ``wp_steps`` (the work-precision
+#: ladder's horizon; default n_steps), ``quick`` (the sizes --quick uses), ``legacy`` (the module that reads and
+#: draws the results file of the study the preset replaced: ``read_results``, ``format_results``), ``description``
+PRESET_KEYS = ("problems", "rows", "model", "seeds", "max_steps", "n_train", "n_test", "n_steps", "train",
+               "evaluations", "train_steps", "wp_steps", "quick", "legacy", "description")
+SIZE_KEYS = ("seeds", "max_steps", "n_train", "n_test", "n_steps")
 
 
 @dataclass
@@ -82,9 +111,12 @@ class CompareOptions(Config):
 
     Parameters
     ----------
+    preset : str
+        A study as data: a preset's name (``vpintegrator/studies/presets/NAME.toml``: coupled_oscillator, ...) or
+        a TOML file of the same keys; the flags given go on top.
     problems : str
-        Comma list of problems: a registered system, package.module:Class, dysts:NAME or a vp-gen HDF5 file (data
-        only); default rigid_body.
+        Comma list of problems: a registered system, a vp-gen spec name (its system, sampler and parameters),
+        package.module:Class, dysts:NAME or a vp-gen HDF5 file (data only); default rigid_body.
     out : str
         Run directory (compare.md, compare.json, each problem's files).
     model : str
@@ -106,16 +138,21 @@ class CompareOptions(Config):
     n_steps : int
         Horizon in steps of the problem's dt (default 100; 30 with --quick).
     quick : bool
-        Small sizes: the same path in a couple of minutes.
+        Small sizes (the preset's [quick] table where it has one): the same path in a couple of minutes.
     dry_run : bool
         Print the plan and its estimated CPU cost, run nothing.
     overwrite : bool
         Replace an earlier compare run's files in --out.
+    table_only : bool
+        Draw the tables of a results file (--results) into --out, run nothing.
+    results : str
+        With --table-only: a compare.json, a shipped results name or the file of a study this preset replaced.
     """
 
     _source_in_messages = False
 
-    problems: str = key("rigid_body", check=lambda v: comma_list(v, "problems"), metavar="LIST")
+    preset: str | None = key(None, optional=True, type=str, metavar="NAME")
+    problems: str | None = key(None, optional=True, check=lambda v: comma_list(v, "problems"), metavar="LIST")
     out: str | None = key(None, optional=True, type=str, metavar="RUN")
     model: str | None = key(None, optional=True, check=lambda v: comma_list(v, "model"), metavar="LIST")
     rows: str | None = key(None, optional=True, check=lambda v: comma_list(v, "rows"), metavar="LIST")
@@ -127,6 +164,8 @@ class CompareOptions(Config):
     quick: bool = key(False, type=bool)
     dry_run: bool = key(False, type=bool)
     overwrite: bool = key(False, type=bool)
+    table_only: bool = key(False, type=bool)
+    results: str | None = key(None, optional=True, type=str, metavar="FILE")
 
 
 @dataclass(frozen=True)
@@ -164,23 +203,39 @@ class ComparePlan:
     n_steps: int
     dry_run: bool = False
     overwrite: bool = False
+    train: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # row -> its vp-train keys (preset)
+    evaluations: tuple[str, ...] = ()
+    train_steps: int | None = None
+    wp_steps: int | None = None
+    preset: str | None = None
+    results: str | None = None  # --table-only: the results file drawn, run nothing
+    legacy: str | None = None  # the preset's reader of the replaced study's file
 
     def trainings(self, p: Problem) -> list[str]:
         """The rows of ``p`` that are trained (each once per seed)."""
-        return [r for r in self.rows[p.label] if r in LEARNED or (r in self.models and ":" in self.models[r]
-                                                                   and not Path(self.models[r]).exists())]
+        return [r for r in self.rows[p.label] if r in LEARNED or r in self.train
+                or (r in self.models and ":" in self.models[r] and not Path(self.models[r]).exists())]
+
+    def steps(self, row: str) -> int:
+        """``row``'s step budget: its preset's ``max_steps``, else the plan's."""
+        return int(self.train.get(row, {}).get("max_steps", self.max_steps))
 
     def estimate(self) -> float:
-        """Estimated CPU seconds of the whole run (``CPU_BASIS``)."""
-        n = sum(len(self.trainings(p)) for p in self.problems) * len(self.seeds)
-        per_training = CPU_BASIS["training"] + self.max_steps * CPU_BASIS["step"]
-        return n * per_training + len(self.problems) * CPU_BASIS["problem"]
+        """Estimated CPU seconds of the whole run (``CPU_BASIS``, a preset row's measured ``step_cpu_s``)."""
+        trainings = sum(CPU_BASIS["training"] + self.steps(r) * self.train.get(r, {}).get("step_cpu_s",
+                                                                                         CPU_BASIS["step"])
+                        for p in self.problems for r in self.trainings(p)) * len(self.seeds)
+        rollouts = sum(len(self.rows[p.label]) * self.n_steps * (self.n_test + 10 * len(self.evaluations))
+                       for p in self.problems) * CPU_BASIS["rollout"]
+        return trainings + rollouts + len(self.problems) * CPU_BASIS["problem"]
 
     def lines(self) -> list[str]:
         """The plan in words, one line per problem, then the estimate."""
-        out = [f"compare: {len(self.problems)} problem(s), seeds {','.join(map(str, self.seeds))}, "
-               f"{self.max_steps} optimiser steps per training, {self.n_train} training / {self.n_test} held-out "
-               f"conditions, {self.n_steps} steps"]
+        budgets = {self.steps(r) for p in self.problems for r in self.trainings(p)} or {self.max_steps}
+        out = [f"compare{f' (preset {self.preset})' if self.preset else ''}: {len(self.problems)} problem(s), seeds "
+               f"{','.join(map(str, self.seeds))}, {'/'.join(map(str, sorted(budgets)))} optimiser steps per training, "
+               f"{self.n_train} training / {self.n_test} held-out conditions, {self.n_steps} steps"
+               + (f"; also at {', '.join(self.evaluations)}" if self.evaluations else "")]
         for p in self.problems:
             trained = self.trainings(p)
             out.append(f"  {p.label} (dim {p.dim}, dt {p.dt:g}, {'equations' if p.has_equations else 'data only'}; "
@@ -234,23 +289,32 @@ def _measured_structure(system: Any, y: np.ndarray) -> tuple[str, ...]:
     return (*found, *(("separable",) if system.separable else ()))
 
 
-def _spec(source: str, system: Any, n_train: int, n_steps: int) -> dict[str, Any]:
-    """The keys of the training data's generation spec: dysts' own (``load_spec``), else the system's sampler (a
-    random one: the paper's fixed sphere set becomes ``sphere``, so that the held-out seed draws other conditions),
-    around its ``default_y0`` or in [-1, 1]ᵈ where it has none."""
-    from ..data.spec import load_spec
+def _named_spec(source: str) -> Any:
+    """The vp-gen spec ``source`` names where it names no system (``coupled_oscillator_box``; dysts' own spec for
+    ``dysts:NAME``), or None."""
+    from ..data.spec import list_specs, load_spec
+    from ..systems import list_systems
     from ..systems.dysts import is_dysts_name
 
+    named = is_dysts_name(source) or (source in list_specs() and source not in list_systems())
+    return load_spec(source) if named else None
+
+
+def _spec(source: str, system: Any, n_train: int, n_steps: int) -> dict[str, Any]:
+    """The keys of the training data's generation spec: a named spec's own (``load_spec``; dysts' for a dysts
+    flow), else the system's sampler (a random one: the paper's fixed sphere set becomes ``sphere``, so that the
+    held-out seed draws other conditions), around its ``default_y0`` or in [-1, 1]ᵈ where it has none."""
     cls = type(system)
-    if is_dysts_name(source):
-        base = load_spec(source)
+    base = _named_spec(source)
+    sampler = cls.default_sampler if base is None else base.sampler
+    if base is not None and sampler not in ("list", "bump"):
         return {**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)}, "n_traj": n_train,
                 "t_end": n_steps * base.dt, "seed": 0, "out": ""}
     dt = float(cls.default_dt or 0.1)
-    sampler, args = cls.default_sampler, dict[str, Any]()
-    if sampler == "bump":
-        raise StudyError(f"--problems: {source}'s conditions are a list of bump parameters (sampler 'bump'), not "
-                         "random draws, so none can be held out; give a vp-gen file of it instead (data only)")
+    args = dict[str, Any]()
+    if sampler == "bump" or (base is not None and sampler == "list"):
+        raise StudyError(f"--problems: {source}'s conditions are a fixed list (sampler {sampler!r}), not random "
+                         "draws, so none can be held out; give a vp-gen file of it instead (data only)")
     if sampler == "paper_sphere":
         sampler = "sphere"
     elif sampler not in ("sphere", "box", "particle"):
@@ -271,24 +335,28 @@ def _problem(source: str, n_train: int, n_steps: int) -> Problem:
         first = read_trajectories(source, traj=[0], steps=[0, 1])
         return Problem(Path(source).stem, source, int(first.y.shape[-1]), float(first.t[1] - first.t[0]), data=source)
     try:
-        system = get_system(source)
+        base = _named_spec(source)
+        system = get_system(source) if base is None else get_system(base.system, **base.params)
     except VPIntegratorError as err:
-        raise StudyError(f"--problems: {err}") from None
+        raise StudyError(f"--problems: {err} (or a vp-gen spec name)") from None
     spec = _spec(source, system, n_train, n_steps)
     y = sample_initial_conditions(system, spec["sampler"], 16, 0, **spec["sampler_args"])
     return Problem(source.replace(":", "_"), source, int(system.dim), float(spec["dt"]), system, spec,
                    structure=_measured_structure(system, y))
 
 
-def rows_for(p: Problem, models: Sequence[str] = ()) -> tuple[str, ...]:
-    """The rows that apply to ``p``: the classical ones its equations allow, the learned ones of its structure
-    class (the VPT and ``st`` always), the user's ``models`` and the identity map."""
+def rows_for(p: Problem, models: Sequence[str] = (), integrators: Sequence[str] = (),
+             trained: Sequence[str] = ()) -> tuple[str, ...]:
+    """The rows that apply to ``p``: the classical ones its equations allow (and ``integrators`` asked for by
+    name, ``stormer_verlet_y6``: any registered method), the learned ones of its structure class (the VPT and ``st``
+    always; ``trained``: a preset's own), the user's ``models`` and the identity map."""
     classical: list[str] = []
     if p.has_equations:
         classical = ["rk4", *(["implicit_midpoint", "gauss_legendre4"] if "jacobian" in p.structure else []),
-                     *(["stormer_verlet"] if "separable" in p.structure else [])]
+                     *(["stormer_verlet"] if "separable" in p.structure else []),
+                     *[m for m in integrators if m not in CLASSICAL]]
     learned = ["vpt", *(["g_sympnet"] if "canonical" in p.structure else []), "st"]
-    return (*classical, *learned, *models, IDENTITY)
+    return (*classical, *learned, *[t for t in trained if t not in learned], *models, IDENTITY)
 
 
 def _user_model(text: str, dim: int, problem: str) -> None:
@@ -305,42 +373,104 @@ def _user_model(text: str, dim: int, problem: str) -> None:
                          f"{dim} (or a class that takes dim)")
 
 
+def presets() -> list[str]:
+    """The shipped presets' names (``PRESETS``)."""
+    return sorted(p.stem for p in PRESETS.glob("*.toml"))
+
+
+def load_preset(name: str) -> dict[str, Any]:
+    """The preset ``name`` (a shipped one, ``presets()``, or a TOML file), its keys checked before anything runs:
+    an unknown preset, key or value is a one-line ``StudyError`` naming the valid ones."""
+    from ..config import did_you_mean, read_toml
+    from ..training.config import TrainConfig
+
+    path = Path(name) if name.endswith(".toml") else PRESETS / f"{name}.toml"
+    if not path.is_file():
+        raise StudyError(f"--preset: unknown preset {name!r}; valid: {', '.join(presets())} (or a TOML file)")
+    try:
+        doc = read_toml(path, what=f"--preset {name}")
+    except VPIntegratorError as err:
+        raise StudyError(str(err)) from None
+    where = f"--preset {name}"
+    for k, table in [("", doc), ("quick.", doc.get("quick", {})),
+                     *((f"train.{r}.", t) for r, t in dict(doc.get("train", {})).items())]:
+        valid = (PRESET_KEYS if not k else SIZE_KEYS if k == "quick." else
+                 ("config", "step_cpu_s", *(f.name for f in dataclasses.fields(TrainConfig))))
+        if not isinstance(table, dict):
+            raise StudyError(f"{where}: {k.rstrip('.')} must be a table of keys")
+        for key_ in table:
+            if key_ not in valid:
+                raise StudyError(f"{where}: unknown key {k + key_!r}{did_you_mean(key_, valid)}; valid: "
+                                 f"{', '.join(valid)}")
+    options = {k: v for k, v in doc.items() if k in {f.name for f in dataclasses.fields(CompareOptions)} - {"quick"}}
+    try:  # the sizes and lists checked as their flags are
+        CompareOptions.from_dict({**options, **doc.get("quick", {})}, source=where)
+    except VPIntegratorError as err:
+        raise StudyError(f"{where}: {err}") from None
+    return doc
+
+
 def build_plan(options: CompareOptions, argv: Sequence[str] = ()) -> ComparePlan:
-    """Every check and default resolved once: the problems, their rows, the user's models fitted to each problem's
-    dimension, the sizes (``--quick``)."""
-    if not options.problems:
-        raise StudyError("--problems is required: a comma list of systems, package.module:Class, dysts:NAME or "
-                         "vp-gen HDF5 files")
+    """Every check and default resolved once: the preset under the flags, the problems, their rows, the user's
+    models fitted to each problem's dimension, the sizes (``--quick``: the preset's ``quick`` table, else
+    ``SIZES``)."""
+    preset = load_preset(options.preset) if options.preset else {}
+    quick = bool(options.quick)
+
+    def given(k: str, default: Any = None) -> Any:  # the flag, the preset (its quick table first), the default
+        for layer in (vars(options), preset.get("quick", {}) if quick else {}, preset):
+            if layer.get(k) is not None:
+                return layer[k]
+        return default
+
     if options.out is None and not options.dry_run:
         raise StudyError("--out is required (the run directory)")
-    size = {**SIZES[bool(options.quick)], **{k: getattr(options, k) for k in ("n_train", "n_test", "max_steps",
-                                                                              "n_steps", "seeds")
-                                             if getattr(options, k) is not None}}
-    sources = [s.strip() for s in options.problems.split(",") if s.strip()]
-    problems = tuple(_problem(s, size["n_train"], size["n_steps"]) for s in sources)
+    if options.table_only:
+        if options.results is None:
+            raise StudyError("--table-only draws the tables of --results FILE; give --results")
+        return ComparePlan(out=str(options.out), problems=(), rows={}, models={}, seeds=(), max_steps=0, n_train=0,
+                           n_test=0, n_steps=0, preset=options.preset, results=options.results,
+                           legacy=preset.get("legacy"))
+    size = {k: given(k, SIZES[quick][k]) for k in SIZE_KEYS}
+    budget = options.max_steps if options.max_steps is not None else (preset.get("quick", {}).get("max_steps")
+                                                                      if quick else None)
+    train = {r: {**t, **({"max_steps": budget} if budget is not None else {})}
+             for r, t in preset.get("train", {}).items()}
+    steps = given("train_steps", size["n_steps"])
+    sources = [s.strip() for s in given("problems", "rigid_body").split(",") if s.strip()]
+    problems = tuple(_problem(s, size["n_train"], steps) for s in sources)
     if len({p.label for p in problems}) < len(problems):
-        raise StudyError(f"--problems names a problem twice: {options.problems}")
-    given = [m.strip() for m in (options.model or "").split(",") if m.strip()]
-    labels = [Path(m).stem if Path(m).exists() else m.rsplit(":", 1)[-1] for m in given]
-    models = {(f"user_{label}" if label in ROWS else label): m for label, m in zip(labels, given)}
-    wanted = None if options.rows is None else [r.strip() for r in options.rows.split(",") if r.strip()]
+        raise StudyError(f"--problems names a problem twice: {given('problems')}")
+    given_models = [m.strip() for m in (given("model") or "").split(",") if m.strip()]
+    labels = [Path(m).stem if Path(m).exists() else m.rsplit(":", 1)[-1] for m in given_models]
+    models = {(f"user_{label}" if label in ROWS else label): m for label, m in zip(labels, given_models)}
+    wanted = None if given("rows") is None else [r.strip() for r in given("rows").split(",") if r.strip()]
+    integrators = [r for r in wanted or () if _is_integrator(r)]
     for r in wanted or ():
-        if r not in ROWS and r not in models:
-            raise StudyError(f"--rows: unknown row {r!r}; valid: {', '.join((*ROWS, *models))}")
+        if r not in ROWS and r not in models and r not in train and r not in integrators:
+            raise StudyError(f"--rows: unknown row {r!r}; valid: {', '.join((*ROWS, *train, *models))} or a "
+                             "registered integrator")
     rows = {}
     for p in problems:
         for m in models.values():
             _user_model(m, p.dim, p.label)
-        applicable = rows_for(p, list(models))
+        applicable = rows_for(p, list(models), integrators, list(train))
         chosen = tuple(r for r in applicable if wanted is None or r in wanted)
         if not [r for r in chosen if r != IDENTITY]:
-            raise StudyError(f"problem {p.label}: no applicable row among --rows {options.rows}; applicable: "
+            raise StudyError(f"problem {p.label}: no applicable row among --rows {given('rows')}; applicable: "
                              f"{', '.join(applicable)}")
         rows[p.label] = chosen
     return ComparePlan(out=str(options.out), problems=problems, rows=rows, models=models,
                        seeds=tuple(size["seeds"]), max_steps=int(size["max_steps"]), n_train=int(size["n_train"]),
                        n_test=int(size["n_test"]), n_steps=int(size["n_steps"]), dry_run=bool(options.dry_run),
-                       overwrite=bool(options.overwrite))
+                       overwrite=bool(options.overwrite), train=train, evaluations=tuple(given("evaluations", ())),
+                       train_steps=steps, wp_steps=given("wp_steps"), preset=options.preset)
+
+
+def _is_integrator(name: str) -> bool:
+    from ..integrators import list_integrators
+
+    return name in CLASSICAL or name in list_integrators()
 
 
 # --------------------------------------------------------------------------- running
@@ -368,14 +498,19 @@ def _train(plan: ComparePlan, row: str, seed: int, train: str, folder: Path) -> 
     """One training of ``row`` at ``seed`` on ``train``, stopped by the step budget: (run directory, CPU s)."""
     from ..training.run import fit
 
-    name = plan.models.get(row, row)
-    model = {"name": name, **HPARAMS.get(row, {})}
     out = folder / f"{row}@s{seed}"
     tic = time.process_time()
+    keys = {k: v for k, v in plan.train.get(row, {}).items() if k not in ("config", "step_cpu_s", "max_steps")}
+    if "config" in plan.train.get(row, {}):  # a preset's row: its vp-train config, the preset's keys on top
+        fit(plan.train[row]["config"], data=[train], out=str(out), max_steps=plan.steps(row), seed=seed,
+            overwrite=True, **keys)
+        return str(out), time.process_time() - tic
+    model = {"name": plan.models.get(row, row), **HPARAMS.get(row, {})}
     # Levenberg-Marquardt in float64 from 0.1x the initial weights: the package's trainer for these small models
     # (configs/rigid_body_vpt_lm.toml; Adam needs hours, and LM stalls from the default initial scale)
-    fit({"data": [train], "model": model}, out=str(out), max_steps=plan.max_steps, epochs=10**6, optimizer="lm",
-        dtype="float64", init_scale=0.1, lm_windows=LM_WINDOWS, lm_iters_per_epoch=10, seed=seed, overwrite=True)
+    fit({"data": [train], "model": model}, out=str(out), max_steps=plan.steps(row), seed=seed, overwrite=True,
+        **{"epochs": 10**6, "optimizer": "lm", "dtype": "float64", "init_scale": 0.1, "lm_windows": LM_WINDOWS,
+           "lm_iters_per_epoch": 10, **keys})
     return str(out), time.process_time() - tic
 
 
@@ -384,7 +519,8 @@ def _aggregate(method: str, kind: str, rows: list[dict], cpu: list[float]) -> di
     first = rows[0] if rows else {}
     out: dict[str, Any] = {"method": method, "kind": kind, "n_seeds": len(rows), "train_cpu_s": sum(cpu) or None,
                            "split": first.get("split"), "n_traj": first.get("n_traj", 0)}
-    for k in ("final_rel_error", "mean_nrmse", "vpt", "valid_time", "vs_identity", "seconds_per_step"):
+    drifts = [k for k in first if k.startswith(("max_rel_drift_", "drift_slope_"))]  # per invariant (energy)
+    for k in ("final_rel_error", "mean_nrmse", "vpt", "valid_time", "vs_identity", "seconds_per_step", *drifts):
         q = median_interval([r.get(k) for r in rows], 0.0, 100.0)
         out[k], out[f"{k}_range"] = q["median"], (None if len(rows) < 2 else [q["lo"], q["hi"]])
     out["failed"] = sum(int(r.get("failed") or 0) for r in rows)
@@ -417,23 +553,38 @@ def _compare_one(plan: ComparePlan, p: Problem, log: Any) -> dict[str, Any]:
         identity = folder / "identity.pt"
         save_model(build_model(f"{__name__}:IdentityMap", dim=p.dim).double(), identity, overwrite=True)
         runs[IDENTITY] = [(IDENTITY, str(identity))]
-    classical = [r for r in rows if r in CLASSICAL]
+    classical = [r for r in rows if _is_integrator(r)]
     config = RolloutConfig(data=train, out=str(folder / "rollout.h5"), integrators=classical,
                            models=[[label, path] for pairs in runs.values() for label, path in pairs],
                            reference="exact" if p.has_equations else "data", t_end=plan.n_steps * p.dt,
                            heldout=plan.n_test if p.has_equations else None)
     log(f"{p.label}: rolling out {len(config.models) + len(classical)} rows")
     report = run_rollouts(config, overwrite=True)
-    by_label: dict[str, dict] = {}
     held_out = "new" if p.has_equations else "test"
-    for r in report.rows:  # the held-out conditions' rows ('unknown': a model trained elsewhere, the identity)
-        if r.get("split") in (held_out, "unknown"):
-            by_label.setdefault(r["method"], r)
-    table = [_aggregate(c, "classical", [by_label[c]], []) for c in classical if c in by_label]
-    for row, pairs in runs.items():
-        kind = "baseline" if row == IDENTITY else "user" if row in plan.models else "learned"
-        seeds = [by_label[label] for label, _ in pairs if label in by_label]
-        table.append(_aggregate(row, kind, seeds, cpu.get(row, [])))
+
+    def table_of(report_rows: list[dict], splits: tuple[str, ...] | None) -> list[dict]:
+        by_label: dict[str, dict] = {}
+        for r in report_rows:  # the held-out conditions' rows ('unknown': a model trained elsewhere, the identity)
+            if splits is None or r.get("split") in splits:
+                by_label.setdefault(r["method"], r)
+        rows_ = [_aggregate(c, "classical", [by_label[c]], []) for c in classical if c in by_label]
+        for row, pairs in runs.items():
+            kind = "baseline" if row == IDENTITY else "user" if row in plan.models else "learned"
+            seeds = [by_label[label] for label, _ in pairs if label in by_label]
+            rows_.append(_aggregate(row, kind, seeds, cpu.get(row, [])))
+        return rows_
+
+    table = table_of(report.rows, (held_out, "unknown"))
+    evaluations = {}
+    for name in plan.evaluations:  # a preset's named conditions (the study's default initial condition), every row
+        from ..data.generation import generate
+        from ..data.spec import load_spec
+
+        log(f"{p.label}: rolling out every row from {name}'s conditions")
+        data = generate(load_spec(name, t_end=plan.n_steps * p.dt), out=folder / f"{name}.h5",
+                        overwrite=plan.overwrite, workers=1)
+        evaluations[name] = table_of(run_rollouts(dataclasses.replace(
+            config, data=str(data), out=str(folder / f"{name}_rollout.h5"), heldout=None), overwrite=True).rows, None)
     import matplotlib.pyplot as plt
 
     from ..plotting import plot_error, plot_work_precision, save_figure
@@ -449,17 +600,27 @@ def _compare_one(plan: ComparePlan, p: Problem, log: Any) -> dict[str, Any]:
 
         learned = [m for m in config.models if m[0] != IDENTITY]  # (the identity: no ladder, no training)
         csv, _, _ = run_work_precision(dataclasses.replace(config, models=learned, heldout=None,
-                                                           traj=_test_split(trained[0])[:4]), overwrite=True)
+                                                           traj=_test_split(trained[0])[:4],
+                                                           t_end=min(plan.wp_steps or plan.n_steps, plan.n_steps) * p.dt),
+                                       overwrite=True)
         equal_cost = equal_cost_section(csv)
         fig = plot_work_precision(csv)
         figures += [str(f) for f in save_figure(fig, folder / "work_precision", overwrite=True)]
         plt.close(fig)
     record = {"problem": p.source, "label": p.label, "dim": p.dim, "dt": p.dt, "equations": p.has_equations,
-              "structure": list(p.structure), "rows": table, "rollout": str(report.out),
+              "structure": list(p.structure), "rows": table, "rollout": _in_run(report.out, plan.out),
               "notes": [n for n in report.notes if not n.startswith(f"{IDENTITY} (")],  # (the baseline against itself)
-              "train_file": train, "held_out": held_out, "figures": figures}
+              "train_file": _in_run(train, plan.out), "held_out": held_out,
+              "figures": [_in_run(f, plan.out) for f in figures],
+              **({"evaluations": evaluations} if evaluations else {})}
     record["verdict"] = verdict(p.label, table)
     return record | {"equal_cost": equal_cost}
+
+
+def _in_run(path: str | Path, out: str) -> str:
+    """A path inside the run directory relative to it (compare.json moves with its run), any other as given."""
+    inside, root = Path(path).resolve(), Path(out).resolve()
+    return str(inside.relative_to(root)) if inside.is_relative_to(root) else str(path)
 
 
 def _best(table: list[dict], kinds: Sequence[str], method: str | None = None) -> dict | None:
@@ -486,25 +647,34 @@ def verdict(label: str, table: list[dict]) -> str:
             f"{_said(_best(table, ('learned', 'user', 'baseline')))}; the seeds' VPT {_said(_best(table, (), 'vpt'))}")
 
 
+def _table(rows: list[dict]) -> list[str]:
+    """One problem's table (or one named evaluation's): a row per method, the invariants' worst drift where
+    measured."""
+    f = fmt_num
+    span = lambda r: f" [{f(r['mean_nrmse_range'][0])}, {f(r['mean_nrmse_range'][1])}]"  # noqa: E731
+    drifts = [k for k in (rows[0] if rows else {}) if k.startswith("max_rel_drift_") and not k.endswith("_range")]
+    body = [[r["method"], r["kind"], f(r["final_rel_error"]),
+             f(r["mean_nrmse"]) + (span(r) if r.get("mean_nrmse_range") else ""), f(r["vpt"]),
+             *[f(r.get(k)) for k in drifts], f(r["vs_identity"]), f(r["seconds_per_step"]), f(r.get("train_cpu_s")),
+             r["failed"]] for r in rows]
+    return md_table(["method", "kind", "final rel. error", "mean NRMSE", "VPT horizon",
+                     *[f"max rel. {k[len('max_rel_drift_'):]} drift" for k in drifts], "vs identity", "CPU s/step",
+                     "training CPU s", "failed"], body)
+
+
 def _markdown(records: list[dict]) -> str:
     lines = ["# Comparison", "", *[r["verdict"] for r in records], ""]
-    f = fmt_num
     for rec in records:
-        span = lambda r: f" [{f(r['mean_nrmse_range'][0])}, {f(r['mean_nrmse_range'][1])}]"  # noqa: E731
-        body = [[r["method"], r["kind"], f(r["final_rel_error"]),
-                 f(r["mean_nrmse"]) + (span(r) if r.get("mean_nrmse_range") else ""),
-                 f(r["vpt"]), f(r["vs_identity"]), f(r["seconds_per_step"]), f(r.get("train_cpu_s")), r["failed"]]
-                for r in rec["rows"]]
         lines += [f"## {rec['label']}", "", f"Held-out conditions (split '{rec['held_out']}' of "
                   f"{Path(rec['train_file']).name}, never trained on); reference: "
                   f"{'the exact flow' if rec['equations'] else 'the data'}; structure measured: "
                   f"{', '.join(rec['structure']) or 'none'}. Learned rows: median [min, max] over seeds. NRMSE: "
                   "mean over the horizon against each component's spread (vp-rollout's rule); VPT: "
                   "valid-prediction horizon (time units); CPU s/step: one step of the whole batch, warm; training: "
-                  "CPU s of all its seeds.", "",
-                  *md_table(["method", "kind", "final rel. error", "mean NRMSE", "VPT horizon", "vs identity",
-                             "CPU s/step", "training CPU s", "failed"], body), "",
-                  *rec["notes"], "", *rec["equal_cost"]]
+                  "CPU s of all its seeds; drift: max over the horizon of |I(t) − I(0)| / |I(0)|, worst condition.",
+                  "", *_table(rec["rows"]), "", *rec["notes"], "", *rec["equal_cost"]]
+        for name, rows in rec.get("evaluations", {}).items():
+            lines += [f"### From {name}'s conditions", "", *_table(rows), ""]
     return "\n".join(lines) + "\n"
 
 
@@ -514,6 +684,8 @@ def run(plan: ComparePlan) -> int:
     ``plan.out``."""
     import click
 
+    if plan.results is not None:  # --table-only: the tables of a results file
+        return _redraw(plan)
     for line in plan.lines():
         click.echo(line, err=not plan.dry_run)
     if plan.dry_run:
@@ -530,6 +702,27 @@ def run(plan: ComparePlan) -> int:
     for rec in records:
         click.echo(rec["verdict"])
     click.echo(f"tables: {out / 'compare.md'}; results: {out / 'compare.json'}", err=True)
+    return 0
+
+
+def _redraw(plan: ComparePlan) -> int:
+    """``--table-only --results FILE``: a compare.json's tables (``_markdown``, what its run wrote), or the file
+    of the study a preset replaced drawn by the preset's ``legacy`` module, into ``OUT/results.md``."""
+    import importlib
+
+    from .stats import read_json, redraw_from, unplain
+
+    def read(path: Path) -> tuple[Any, Any]:
+        doc = read_json(path)
+        if isinstance(doc, dict) and doc.get("schema") == SCHEMA:
+            return _markdown, unplain(check_results(doc, path, RESULTS)["problems"])
+        if plan.legacy is None:
+            raise StudyError(f"--results {plan.results}: not a compare.json (schema {SCHEMA}); give one, or the "
+                             "--preset whose study wrote it")
+        legacy = importlib.import_module(plan.legacy)
+        return legacy.format_results, legacy.read_results(path)
+
+    print(redraw_from(Path(plan.out), str(plan.results), read, lambda pair: pair[0](pair[1]))[2])
     return 0
 
 

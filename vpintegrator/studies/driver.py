@@ -15,6 +15,7 @@ object on stdout. Errors are one line (``guarded``); an interrupt is one line wi
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import sys
 from pathlib import Path
@@ -60,8 +61,9 @@ def study_logging(quiet: bool = False, verbose: bool = False) -> Iterator[None]:
 
 
 def load(name: str) -> Any:
-    """The ``Study`` of the study ``name`` (an entry of ``vpintegrator.studies.options.STUDIES``); an unknown
-    name is a one-line ``StudyError`` listing the valid ones."""
+    """The ``Study`` of the study ``name`` (an entry of ``vpintegrator.studies.options.STUDIES``: a preset's is the
+    comparison engine's with ``--preset`` defaulting to it); an unknown name is a one-line ``StudyError`` listing the
+    valid ones."""
     import importlib
 
     from ..config import did_you_mean
@@ -69,7 +71,11 @@ def load(name: str) -> Any:
 
     if name not in STUDIES:
         raise StudyError(f"unknown study {name!r}{did_you_mean(name, STUDIES)}; valid: {', '.join(STUDIES)}")
-    return importlib.import_module(f"vpintegrator.studies.{STUDIES[name][0]}").STUDY
+    module, _, preset = STUDIES[name][0].partition(":")
+    study = importlib.import_module(f"vpintegrator.studies.{module}").STUDY
+    if preset:  # a study that is a preset of the comparison engine (vp-study compare --preset NAME)
+        study = dataclasses.replace(study, defaults={**study.defaults, "preset": preset}, prog=f"vp-study {name}")
+    return study
 
 
 def guarded(body: Callable[[], int], error_prefix: str, interrupted: str) -> int:

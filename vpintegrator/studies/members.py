@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 #: the studies whose trainings run as the runner's ``vp-train`` tasks: those ``--seeds-as-members`` applies to
-MEMBER_STUDIES = ("rigid_body", "rigid_body_structure", "rigid_body_quality", "coupled_oscillator")
+MEMBER_STUDIES = ("rigid_body", "rigid_body_structure", "rigid_body_quality")
 #: the budget flags of a task, scaled by the number of members when its seeds run as one ensemble
 BUDGET_FLAGS = ("--cpu-time-limit", "--time-limit")
 #: ``--seeds-as-members``' device for the runners made in its block (``seeds_as_members``)

@@ -20,7 +20,8 @@ below it take the plan. ``StudyPlan`` holds the keys every study of trainings sh
 subclass of it with its own fields); a study with no keys of its own runs on ``StudyPlan.build``.
 
 ``STUDIES`` names the studies ``python -m vpintegrator study NAME`` (``vp-study NAME``) runs: name ->
-(module under ``vpintegrator.studies`` that defines ``STUDY``, one line). Adding a study is one entry.
+(module under ``vpintegrator.studies`` that defines ``STUDY``, one line); ``compare:PRESET``: the comparison engine
+with its preset (``vpintegrator/studies/presets/PRESET.toml``). Adding a study is one entry.
 """
 
 from __future__ import annotations
@@ -42,14 +43,14 @@ from .plan import (BUDGETS, PLATEAU_HELP, StudyOptions, StudyPlan, check_device,
 __all__ = ["STUDIES", "SHIPPED_RESULTS", "BUDGETS", "PLATEAU_HELP", "HelpShown", "Invocation", "Study", "StudyOptions",
            "StudyPlan", "comma_list", "config_toml", "model_list", "name_list", "number_list", "parse", "parse_command", "seed_list"]
 
-#: study name -> (module under vpintegrator.studies that defines ``STUDY``, what it does)
+#: study name -> (module under vpintegrator.studies that defines ``STUDY``, or compare:PRESET; what it does)
 STUDIES: dict[str, tuple[str, str]] = {
     "rigid_body": ("rigid_body", "the paper's rigid-body study: VPFF, VPT and ST against classical methods"),
     "rigid_body_structure": ("rigid_body_structure", "structure-preserving models on the rigid body (Lie-Poisson, "
                                                      "SympNets, VP): errors, drifts, long runs"),
     "rigid_body_quality": ("rigid_body_quality", "the rigid-body VPT trained in phases (unrolled fine-tuning)"),
-    "coupled_oscillator": ("coupled_oscillator", "VPT against the standard transformer, Stormer-Verlet and RK4 on "
-                                                 "the coupled oscillator"),
+    "coupled_oscillator": ("compare:coupled_oscillator", "VPT against the standard transformer, Stormer-Verlet and "
+                                                         "RK4 on the coupled oscillator (a preset of compare)"),
     "context": ("context", "context-conditioned Lie-Poisson nets on the rigid-body family against identification "
                            "+ classical methods"),
     "unknown_form": ("unknown_form", "when the equations are unknown: flow maps, learned vector fields, SINDy, the "
@@ -71,7 +72,7 @@ STUDIES: dict[str, tuple[str, str]] = {
 SHIPPED_RESULTS: dict[str, tuple[str, ...]] = {
     "rigid_body": ("rigid_body_study_plateau",),
     "rigid_body_structure": ("rigid_body_structure_study_plateau",),
-    "coupled_oscillator": ("coupled_oscillator_study",),
+    "coupled_oscillator": ("coupled_oscillator_quick",),
     "context": ("context_oscillator",),
     "unknown_form": ("unknown_form_plateau",),
     "partial_observation": tuple(f"partial_observation/{size}" for size in (

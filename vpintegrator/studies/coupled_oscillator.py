@@ -1,25 +1,23 @@
-"""The coupled-oscillator study's results: rows per method of the rollout tables, the held-out statistics, the
-Markdown (``results.md``) and ``results.json`` (its schema, written and read back)."""
+"""The coupled-oscillator study's results file from before it became a preset of the engine (``presets/
+coupled_oscillator.toml``, ``vp-study coupled_oscillator``), read and drawn: its run of 2026-11-26 (5 seeds, 10⁴
+steps; ``docs/data/archive/coupled_oscillator_study.json``) redraws byte for byte,
+``vp-study coupled_oscillator --table-only --results docs/data/archive/coupled_oscillator_study.json --out DIR``.
+Nothing here runs: the preset's runs write the engine's ``compare.json``."""
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
 from typing import Any
 
-import math
-import re
-from pathlib import Path
+from .schema import INTERVAL, Each, Obj, ResultsSchema, Values, numbers, read_results as read_checked
+from .stats import fmt_num, md_table, unplain
 
-from .. import _rollouts, attention
-from ...quantiles import median
-from ...rundir import read_log
-from ..runner import StudyError
-from ..schema import INTERVAL, Each, Obj, ResultsSchema, Values, numbers, read_results as read_checked
-from ..stats import (bootstrap_ci, fmt_num, md_table, mean_std, median_interval, read_json, unplain,
-                     write_results_files)
-from ..work_precision import equal_cost_section
-from .design import DT, EVAL_SETS
+__all__ = ["SCHEMA", "format_results", "format_table", "read_results"]
 
-_LABEL = re.compile(r"^(?P<model>[a-z0-9_]+)_s(?P<seed>\d+)$")
+DT = 0.4  # the specs' step (coupled_oscillator, coupled_oscillator_box)
+EVAL_SETS = ("default", "heldout")
+
 _NAMES = {
     "vpt": "VPT (volume-preserving transformer)",
     "st": "standard transformer",
@@ -43,6 +41,7 @@ def _budget_text(settings: dict) -> str:
     return (f"vp-train --cpu-time-limit {settings.get('train_seconds')} s each (CPU seconds; wall ceiling "
             f"{settings.get('wall_ceiling')}x)")
 
+
 #: (results key, metrics column in rollout CSV, header)
 ROLLOUT_COLUMNS = (
     ("max_rel_energy_drift", "max_rel_drift_energy", "max rel. energy drift"),
@@ -51,73 +50,12 @@ ROLLOUT_COLUMNS = (
     ("valid_time", "valid_time", "valid prediction time"),
     ("max_abs_cum_log_det_J", "max_abs_cum_log_det_J", "max abs cum. log det J"),
 )
+
 TRAIN_COLUMNS = (
     ("train_loss", "train loss"),
     ("val_loss", "best validation score"),
     ("train_seconds", "training s"),
 )
-
-
-def training_info(run_dir: Path) -> dict[str, Any]:
-    """Losses and time of one vp-train run: the train loss at the best (validation) epoch, whose weights
-    (best.pt) are rolled out, the best validation score (summary.json best_loss: the validation loss or,
-    with monitor = val_rollout, the validation rollout error), the wall time, epochs, parameters."""
-    summary = read_json(run_dir / "summary.json") or {}
-    best_epoch = int(summary.get("best_epoch") or 0)
-    train_loss = summary.get("train_loss")
-    if best_epoch:
-        for r in read_log(run_dir / "log.csv"):
-            if r["epoch"] == best_epoch:
-                train_loss = r["train_loss"]
-    num = lambda v: math.nan if v is None else float(v)  # noqa: E731
-    return {
-        "train_loss": num(train_loss),
-        "val_loss": num(summary.get("best_loss")),
-        "train_seconds": num(summary.get("wall_time")),
-        "epochs": int(summary.get("epochs") or 0),
-        "best_epoch": best_epoch,
-        "n_params": int(summary.get("n_params") or 0),
-        "stopped": summary.get("stopped"),
-    }
-
-
-
-def build_rows(run: Path, eval_set: str) -> list[dict[str, Any]]:
-    """One row per method of ``RUN/rollout/<eval_set>.csv``: integrators as they are, models aggregated
-    over seeds (``<key>`` mean and ``<key>_std``, ddof = 1) with their training numbers; ``blowup_t``:
-    the earliest blow-up time of each (seed's) rollout over its trajectories (NaN: none blew up)."""
-    path = run / "rollout" / f"{eval_set}.csv"
-    if not path.exists():
-        return []
-    blowups = _rollouts.blowup_times(path.with_suffix(".h5"))
-    groups: dict[str, list[tuple[int | None, dict]]] = {}
-    for r in _rollouts.metrics_table(path):
-        m = _LABEL.match(r["method"])
-        method, seed = (m["model"], int(m["seed"])) if m else (r["method"], None)
-        groups.setdefault(method, []).append((seed, r))
-    rows = []
-    for method, members in groups.items():
-        is_model = members[0][0] is not None
-        row: dict = {"method": method, "kind": "model" if is_model else "integrator",
-                     "seeds": [s for s, _ in members] if is_model else [], "n_traj": int(members[0][1].get("n_traj", 0)),
-                     "failed": int(sum(r.get("failed", 0) or 0 for _, r in members)),
-                     "blowup_t": [min(blowups.get(r["method"], [math.nan]), default=math.nan) for _, r in members]}
-        for key, col, _ in ROLLOUT_COLUMNS:
-            row[key], row[f"{key}_std"] = mean_std([r.get(col, math.nan) for _, r in members])
-        if is_model:
-            infos = []
-            for seed, _ in members:
-                rd = run / "train" / f"{method}_s{seed}"
-                infos.append(training_info(rd) if (rd / "summary.json").exists() else {})
-            for key, _ in TRAIN_COLUMNS:
-                row[key], row[f"{key}_std"] = mean_std([i.get(key, math.nan) for i in infos])
-            row["n_params"] = max((i.get("n_params", 0) for i in infos), default=0)
-            row["per_seed"] = [
-                {"seed": seed, **{key: r.get(col, math.nan) for key, col, _ in ROLLOUT_COLUMNS}, **info}
-                for (seed, r), info in zip(members, infos)
-            ]
-        rows.append(row)
-    return rows
 
 
 def _fmt(v: float, blowup: bool = False) -> str:
@@ -150,39 +88,6 @@ def format_table(rows: list[dict[str, Any]]) -> str:
                 f"; first at t = {times})" if times else ")")
         body.append(cells)
     return "\n".join(md_table(head, body)) + "\n"
-
-
-def heldout_statistics(run: Path) -> list[dict[str, Any]]:
-    """Per method of ``rollout/heldout.h5``, over the held-out ICs: the relative error at t_end and the maximum
-    relative energy drift, median and 10–90 % interval (models: over every (seed, IC) pair); for models also
-    each seed's median error and a bootstrap 95 % interval over seeds of that median. A blown-up rollout
-    counts as an infinite error and drift."""
-    import numpy as np
-
-    from vpintegrator.metrics import relative_drift
-
-    r = _rollouts.read(run / "rollout" / "heldout.h5")
-    if r is None:
-        return []
-    groups: dict[str, list] = {}
-    for label in r.methods:
-        m = _LABEL.match(label)
-        method, seed = (m["model"], int(m["seed"])) if m else (label, None)
-        met = r.metrics[label]
-        err = met.rel_error[:, -1]
-        with np.errstate(invalid="ignore", over="ignore"):
-            drift = np.max(np.abs(relative_drift(met.invariants["energy"])), axis=1)
-        groups.setdefault(method, []).append((seed, np.where(np.isfinite(err), err, np.inf),
-                                              np.where(np.isfinite(drift), drift, np.inf)))
-    rows = []
-    for method, members in groups.items():
-        medians = [median(e) for _, e, _ in members]
-        rows.append({"method": method, "kind": "integrator" if members[0][0] is None else "model",
-                     "seeds": [s for s, _, _ in members if s is not None], "n_ics": int(members[0][1].size),
-                     "error": median_interval(np.concatenate([e for _, e, _ in members])),
-                     "drift": median_interval(np.concatenate([d for _, _, d in members])),
-                     "seed_medians": medians, "seed_ci": bootstrap_ci(medians)})
-    return rows
 
 
 def _statistics_section(rows: list[dict], t_end: float) -> list[str]:
@@ -220,27 +125,11 @@ SCHEMA = ResultsSchema("coupled_oscillator", {
 
 
 def read_results(path: str | Path) -> dict[str, Any]:
-    """A ``results.json`` this study wrote (the shipped one: ``docs/data/coupled_oscillator_study.json``) with
-    its numbers as the study computed them (±inf restored, ``null`` the NaN it was), so that
-    [`format_table`][vpintegrator.studies.coupled_oscillator.format_table] and the held-out statistics draw
-    its tables without the run directory."""
+    """A ``results.json`` the study wrote (``docs/data/archive/coupled_oscillator_study.json``) with its numbers as
+    the study computed them (±inf restored, ``null`` the NaN it was), for ``format_results``."""
     doc = read_checked(path, ("settings", "tables", "heldout_statistics"), "vp-study coupled_oscillator", SCHEMA)
     return {**doc, "tables": unplain(doc["tables"], math.nan),
             "heldout_statistics": unplain(doc["heldout_statistics"], math.nan)}
-
-
-def write_results(run: Path, commands: list[str] | None = None) -> str:
-    """Build RUN/results.json and RUN/results.md from the rollout tables and training runs; return the
-    Markdown."""
-    run = Path(run)
-    settings = read_json(run / "settings.json") or {}
-    if commands is not None:
-        settings = {**settings, "commands": commands}
-    tables = {name: build_rows(run, name) for name in EVAL_SETS}
-    if not any(tables.values()):
-        raise StudyError(f"{run}: no rollout tables (rollout/default.csv); run the study first (without --table-only)")
-    doc = {"settings": settings, "tables": tables, "heldout_statistics": heldout_statistics(run)}
-    return write_results_files(run, format_results(doc, run), doc)
 
 
 def summary_section(stats: list[dict[str, Any]], t_end: Any) -> list[str]:
@@ -248,7 +137,7 @@ def summary_section(stats: list[dict[str, Any]], t_end: Any) -> list[str]:
     accurate model (data only), the most accurate of the VPT family and the most accurate classical integrator
     (the full-order row), each with its median error at t_end (the rows carry no rollout cost: no cost column);
     nothing without held-out statistics."""
-    from ..summary_table import summary_table
+    from .summary_table import summary_table
 
     if not stats:
         return []
@@ -262,10 +151,9 @@ def summary_section(stats: list[dict[str, Any]], t_end: Any) -> list[str]:
         "median relative error over every seed and IC")]
 
 
-def format_results(doc: dict[str, Any], run: Path | None = None) -> str:
-    """The Markdown of a results document (``read_results``: ``settings``, ``tables``, ``heldout_statistics``);
-    with ``run``, its run directory, also the sections drawn from its files alone (the attention records,
-    the work-precision table)."""
+def format_results(doc: dict[str, Any]) -> str:
+    """The Markdown of a results document (``read_results``: ``settings``, ``tables``, ``heldout_statistics``), as
+    the study drew it without its run directory."""
     settings, tables, stats = doc["settings"], doc["tables"], doc["heldout_statistics"]
     commands = settings.get("commands", [])
     n_steps = settings.get("n_steps")
@@ -296,12 +184,5 @@ def format_results(doc: dict[str, Any], run: Path | None = None) -> str:
                    f"Figures: `figures/{name}/` (invariants = energy, error, volume).", ""]
     if stats:
         md += _statistics_section(stats, float(t_end if t_end is not None else math.nan))
-    if run is not None:
-        md += attention.section((p.stem, read_json(p)) for p in sorted((run / "attention").glob("*_s*.json")))
-    wp = None if run is None else run / "rollout" / "work_precision_work_precision.csv"
-    if wp is not None and wp.exists():
-        md += equal_cost_section(wp, title="Work–precision: the classical methods at the models' cost")
-        md += ["Figure: `figures/work_precision/` (error and invariant drift against cost, every classical method "
-               "over its step ladder, the first seed's models as points).", ""]
     md += ["## Commands", "", "```sh", *commands, "```", ""]
     return "\n".join(md)
