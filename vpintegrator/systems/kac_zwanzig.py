@@ -46,8 +46,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..arrays import array_namespace
-from ..errors import VPIntegratorError
-from .base import System, _check_count, _check_finite, _check_positive_finite
+from ..errors import VPIntegratorError, finite_float
+from .base import System, _check_count, _check_positive_finite
 from .registry import register_system
 
 __all__ = ["KacZwanzig", "MAX_OSCILLATORS", "particle_states", "double_well", "double_well_force",
@@ -175,11 +175,8 @@ class KacZwanzig(ParticleBath):
 
     def __post_init__(self) -> None:
         self._set_size("bath oscillators")
-        gamma = _check_finite("KacZwanzig", "gamma", self.gamma)
-        if gamma < 0:
-            raise VPIntegratorError(f"KacZwanzig parameter 'gamma' (the spectral density's peak) must be >= 0; got "
-                                    f"{self.gamma!r}", key="gamma")
-        object.__setattr__(self, "gamma", gamma)
+        object.__setattr__(self, "gamma", finite_float(self.gamma, "KacZwanzig parameter 'gamma' (the spectral density's "
+                                                     "peak)", nonnegative=True, key="gamma"))
         for key in ("omega0", "width", "omega_max"):
             object.__setattr__(self, key, _check_positive_finite("KacZwanzig", key, getattr(self, key)))
         d = self.omega_max / self.N
@@ -235,8 +232,6 @@ class KacZwanzig(ParticleBath):
         (0, omega_c], ``omega_c = min(omega_max, omega0 + width sqrt(2 ln 1e16))`` and
         ``M = ceil(omega_c (t_max + memory) / 2 pi)`` (its kernel does not recur before t_max + memory; memory
         default ``memory_time()``), or this system when that M is not smaller."""
-        from ..errors import finite_float
-
         t_max = finite_float(t_max, "coarse bath: t_max", positive=True, key="t_max")
         memory = self.memory_time() if memory is None else finite_float(memory, "coarse bath: memory", key="memory")
         cut = self.omega0 + self.width * math.sqrt(2.0 * math.log(1.0 / _COARSE_CUT))

@@ -25,8 +25,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..errors import VPIntegratorError
-from .base import _check_finite, _check_positive_finite
+from ..errors import finite_float
+from .base import _check_positive_finite
 from .kac_zwanzig import ParticleBath, double_well, double_well_force
 from .registry import register_system
 
@@ -57,11 +57,8 @@ class ParticleChain(ParticleBath):
 
     def __post_init__(self) -> None:
         self._set_size("chain sites")
-        beta = _check_finite("ParticleChain", "beta", self.beta)
-        if beta < 0:
-            raise VPIntegratorError(f"ParticleChain parameter 'beta' must be >= 0 (a quartic bond bounded below); got "
-                                    f"{self.beta!r}", key="beta")
-        object.__setattr__(self, "beta", beta)
+        object.__setattr__(self, "beta", finite_float(self.beta, "ParticleChain parameter 'beta' (a quartic bond bounded "
+                                                   "below)", nonnegative=True, key="beta"))
         object.__setattr__(self, "coupling", _check_positive_finite("ParticleChain", "coupling", self.coupling))
 
     def bath_at_rest(self, Q: Any, P: Any) -> np.ndarray:  # noqa: N803
