@@ -728,3 +728,11 @@ def _redraw(plan: ComparePlan) -> int:
 
 STUDY = Study(CompareOptions, run, build_plan, doc=__doc__, prog="vp-study compare",
               interrupted="Interrupted; run again with --overwrite.")
+
+
+def preset_study(preset: str, name: str) -> Study:
+    """The engine as the study ``name`` (``vp-study NAME``): ``--preset`` defaulting to ``preset``, its
+    description first in the help."""
+    text = load_preset(preset).get("description", name)
+    return dataclasses.replace(STUDY, defaults={"preset": preset}, prog=f"vp-study {name}",
+                               doc=f"{text} (vp-study compare --preset {preset}).\n\n{STUDY.doc}")

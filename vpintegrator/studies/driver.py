@@ -15,7 +15,6 @@ object on stdout. Errors are one line (``guarded``); an interrupt is one line wi
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import sys
 from pathlib import Path
@@ -72,10 +71,9 @@ def load(name: str) -> Any:
     if name not in STUDIES:
         raise StudyError(f"unknown study {name!r}{did_you_mean(name, STUDIES)}; valid: {', '.join(STUDIES)}")
     module, _, preset = STUDIES[name][0].partition(":")
-    study = importlib.import_module(f"vpintegrator.studies.{module}").STUDY
-    if preset:  # a study that is a preset of the comparison engine (vp-study compare --preset NAME)
-        study = dataclasses.replace(study, defaults={**study.defaults, "preset": preset}, prog=f"vp-study {name}")
-    return study
+    found = importlib.import_module(f"vpintegrator.studies.{module}")
+    # a study that is a preset of the comparison engine: vp-study compare --preset NAME
+    return found.preset_study(preset, name) if preset else found.STUDY
 
 
 def guarded(body: Callable[[], int], error_prefix: str, interrupted: str) -> int:
