@@ -14,10 +14,14 @@ delay-vector map. The fit is timed (``fit_seconds``, process CPU) apart from the
 ``sindy+METHOD``). The study "when the state is incomplete" runs this class for its delay-SINDy row
 (``vpintegrator.studies.partial_observation.delay_sindy``). Needs pysindy (the ``sindy`` extra).
 
-The search is bounded (``select_sindy``'s budget): at most ``max_candidates`` candidates (default: the grid) and
-``max_fit_seconds`` process CPU seconds (default ``FIT_BUDGET_SECONDS``), recorded as ``sindy_budget`` with how many
-candidates it fitted of the grid. The row has skill (``skill``, ``sindy_skill``) only when its validation score is
-below ``SKILL_FRACTION`` of the identity map's on the same delay vectors (``vpintegrator.rollout.memory.skill_of``).
+The search is bounded by a count, as a network's training is by its steps: at most ``max_candidates`` candidates
+(default: the grid); ``max_fit_seconds`` process CPU seconds (default ``FIT_BUDGET_SECONDS``) is a safety valve,
+said in ``sindy_budget`` when it stopped the search (``cut``: where depends on the machine's speed and load). The
+search runs with BLAS on one thread: its fits are ill-conditioned enough that BLAS's summation order moves them (the
+memory study's row at t = 100: 0.0148 on one thread, 0.0138 on two; 0.023-0.030 on other CPUs' kernels, which every
+results file names: ``provenance.versions.blas``; issue 86). The row has skill (``skill``, ``sindy_skill``) only
+when its validation score is below ``SKILL_FRACTION`` of the identity map's on the same delay vectors
+(``vpintegrator.models.memory.skill_of``).
 """
 
 from __future__ import annotations
@@ -29,11 +33,12 @@ import numpy as np
 
 from ..errors import VPIntegratorError
 from .engine import StepMap
-from .memory import check_trajectories, delay_vectors
+from ..models.memory import check_trajectories, delay_vectors
 
 __all__ = ["DelaySindyStep", "delay_names", "FIT_BUDGET_SECONDS"]
 
-#: the default CPU budget of the candidate search (process CPU seconds; checked after each candidate)
+#: the default CPU safety valve of the candidate search (process CPU seconds, checked after each candidate; the
+#: memory study's fits take 0.2-5 s)
 FIT_BUDGET_SECONDS = 60.0
 
 
@@ -69,7 +74,8 @@ class DelaySindyStep(StepMap):
     max_candidates : int, optional
         At most this many candidates are fitted (default: the whole grid).
     max_fit_seconds : float, optional
-        The search stops once its process CPU seconds reach this (default ``FIT_BUDGET_SECONDS``; None: no limit).
+        The safety valve: the search stops once its process CPU seconds reach this (default ``FIT_BUDGET_SECONDS``;
+        None: no limit), said in ``budget`` when it does.
     """
 
     kind = "fitted"
@@ -146,6 +152,8 @@ class DelaySindyStep(StepMap):
 
     def fit_now(self) -> Any:
         """Fit and select on the delay vectors (once): the chosen ``SindyFit`` or None."""
+        from threadpoolctl import threadpool_limits  # scikit-learn's dependency, with pysindy
+
         from ..clock import process_cpu
         from .sindy import identity_score, select_sindy
 
@@ -157,11 +165,12 @@ class DelaySindyStep(StepMap):
             val = self._check(self._val() if callable(self._val) else self._val, "validation trajectories", T,
                               self.dim)
             libraries, thresholds, optimizer = self._grid_args
-            self.fit, self.candidates = select_sindy(delay_vectors(train, T), delay_vectors(val, T), self.dt,
-                                                     self.integrator, libraries, thresholds, optimizer,
-                                                     delay_names(self.component_names, T, self.dim),
-                                                     max_candidates=self.max_candidates,
-                                                     max_seconds=self.max_fit_seconds)
+            with threadpool_limits(limits=1, user_api="blas"):  # the fit, not the thread count (module docstring)
+                self.fit, self.candidates = select_sindy(delay_vectors(train, T), delay_vectors(val, T), self.dt,
+                                                         self.integrator, libraries, thresholds, optimizer,
+                                                         delay_names(self.component_names, T, self.dim),
+                                                         max_candidates=self.max_candidates,
+                                                         max_seconds=self.max_fit_seconds)
             self.identity_score = identity_score(delay_vectors(val, T))
             self.fit_seconds = process_cpu() - tic
             self._fitted = True
@@ -217,13 +226,23 @@ class DelaySindyStep(StepMap):
         if self._fitted:
             n, grid = len(self.candidates), self.grid_size()
             said += f": fitted {n} of {grid}" + (" (cut by the budget)" if n < grid else "")
+            if self.cut == "cpu":
+                said += "; the CPU valve stopped it, where a machine's speed and load decide"
         return said
+
+    @property
+    def cut(self) -> str | None:
+        """What stopped the search before the grid's end: ``"candidates"`` (the count), ``"cpu"`` (the safety valve)
+        or None (the whole grid, or not fitted yet)."""
+        if not self._fitted or len(self.candidates) >= self.grid_size():
+            return None
+        return "candidates" if len(self.candidates) >= (self.max_candidates or math.inf) else "cpu"
 
     @property
     def skill(self) -> bool | None:
         """Whether the fit has skill (below ``SKILL_FRACTION`` of the identity map's validation score); None before
         the fit."""
-        from .memory import skill_of
+        from ..models.memory import skill_of
 
         if not self._fitted:
             return None
