@@ -15,8 +15,9 @@ A fitted model is a [`StepMap`][vpintegrator.stepping.StepMap] (the engine runs 
 The registry: a subclass that sets ``row`` (its name) registers itself where it is defined (``takes_integrator``
 for ``NAME+METHOD``; ``summary`` and ``needs`` for ``vp-rollout --list``); ``fitted_class(name)`` (an unknown name
 is one line listing the valid ones) and ``list_fitted()``. A file records its class's module, imported on load
-when the kind is not registered yet (``vpintegrator.rollout.sindy``'s rows live beside the integrators' step maps). ``vpintegrator.rollout.methods`` builds every fitted row
-from it with ``for_row`` (one builder, no per-kind branch).
+when the kind is not registered yet (``vpintegrator.rollout.sindy``: the SINDy rows integrate their fields by the
+classical methods, above this layer). ``vpintegrator.rollout.methods`` builds every fitted row from it with
+``for_row`` (one builder, no per-kind branch).
 """
 
 from __future__ import annotations
@@ -33,13 +34,15 @@ import numpy as np
 from ..errors import VPIntegratorError
 from ..stepping import StepMap
 
-__all__ = ["FITTED_FORMAT", "FittedModel", "RowData", "fitted_class", "list_fitted", "load_fitted", "nan_none", "none_nan"]
+__all__ = ["FITTED_FORMAT", "FittedModel", "RowData", "fitted_class", "list_fitted", "load_fitted", "nan_none",
+           "none_nan"]
 
 FITTED_FORMAT = "vpintegrator-fitted"
 FITTED_FORMAT_VERSION = 1
 
-#: name -> class, in registration order (the modules register when ``vpintegrator.models`` imports them)
+#: name -> class, in registration order (a subclass registers when its module is imported)
 _FITTED: dict[str, type["FittedModel"]] = {}
+
 
 @dataclass(frozen=True)
 class RowData:
@@ -98,8 +101,12 @@ class FittedModel(StepMap):
 
     @classmethod
     def fit(cls, train: Any, val: Any = None, **options: Any) -> "FittedModel":
-        """A model of this kind built on ``train`` (n_train, K, dim) and ``val`` (held out), fitted now."""
-        model = cls(train, val, **options)
+        """A model of this kind built on ``train`` (n_train, K, dim) and ``val`` (held out; a kind that does not
+        ``validate`` takes none), fitted now."""
+        if not cls.validates and val is not None:
+            raise VPIntegratorError(f"{cls.row}: selects nothing, so takes no validation trajectories; give val=None",
+                                    key="val")
+        model = cls(train, **options) if not cls.validates else cls(train, val, **options)
         model.fit_now()
         return model
 

@@ -58,16 +58,6 @@ class ParrotStep(FittedModel):
     def for_row(cls, data: RowData) -> "ParrotStep":
         return cls(data.train, context_len=data.context_len, dim=data.dim, source=data.source)
 
-    @classmethod
-    def fit(cls, train: Any, val: Any = None, **options: Any) -> "ParrotStep":
-        """The parrot of the context ``train`` (no validation: ``val`` must be None), its windows indexed now."""
-        if val is not None:
-            raise VPIntegratorError("parrot: it selects nothing, so takes no validation trajectories; give val=None",
-                                    key="val")
-        model = cls(train, **options)
-        model.fit_now()
-        return model
-
     def fit_now(self) -> None:
         """Read the context and index its windows (once)."""
         if self._tree is None:
