@@ -31,15 +31,10 @@ _NAMES = {
 
 
 def _budget_text(settings: dict) -> str:
-    """How each model's training was budgeted (a study from before the CPU budget had wall seconds)."""
-    if settings.get("budget") == "plateau":
-        steps = ", ".join(f"{m} {n}" for m, n in (settings.get("max_steps") or {}).items())
-        return (f"each training to its validation plateau (patience {settings.get('patience')} epochs) or a step "
-                f"budget of {settings.get('train_seconds')} CPU s in measured epoch costs ({steps} optimiser steps)")
-    if settings.get("budget", "wall") == "wall":
-        return f"vp-train --time-limit {settings.get('train_seconds')} s each"
-    return (f"vp-train --cpu-time-limit {settings.get('train_seconds')} s each (CPU seconds; wall ceiling "
-            f"{settings.get('wall_ceiling')}x)")
+    """How each model's training was budgeted (the archived run: its plateau or its step budget)."""
+    steps = ", ".join(f"{m} {n}" for m, n in (settings.get("max_steps") or {}).items())
+    return (f"each training to its validation plateau (patience {settings.get('patience')} epochs) or a step "
+            f"budget of {settings.get('train_seconds')} CPU s in measured epoch costs ({steps} optimiser steps)")
 
 
 #: (results key, metrics column in rollout CSV, header)
