@@ -317,6 +317,12 @@ class MemoryFit:
             out["rank"] = self.rank
         return out
 
+    @classmethod
+    def from_record(cls, rec: dict[str, Any], **arrays: np.ndarray) -> "MemoryFit":
+        """The candidate ``record`` wrote, with the fit's ``arrays`` when given (``FittedModel.save``)."""
+        return cls(ridge=none_nan(rec.get("ridge")), library=rec.get("library", ""), rank=rec.get("rank", 0),
+                   n_coefficients=rec["n_coefficients"], score=none_nan(rec["validation_error"]), **arrays)
+
 
 def _check_fit_size(n_windows: int, n_features: int, label: str) -> None:
     from ..resources import check_size
@@ -328,6 +334,10 @@ def _check_fit_size(n_windows: int, n_features: int, label: str) -> None:
         raise VPIntegratorError(f"{label}: {n_windows} training windows for {n_features + 1} coefficients per "
                                 "component: the least squares is underdetermined; give more training trajectories or "
                                 "a shorter context_len", key="context_len")
+
+
+#: the MemoryFit fields that are arrays (what ``save`` writes beside the record)
+_ARRAYS = ("c", "W", "P", "powers", "e", "At", "f", "G", "Vr", "mu", "B")
 
 
 class _Regression:
@@ -411,34 +421,20 @@ class WindowRegressionStep(FittedModel):
     def for_row(cls, data: RowData) -> "WindowRegressionStep":
         return cls(data.train, data.val, context_len=data.context_len, dim=data.dim, source=data.source)
 
-    #: the MemoryFit fields that are arrays (saved by ``save``)
-    _ARRAYS = ("c", "W", "P", "powers", "e", "At", "f", "G", "Vr", "mu", "B")
-    _SCALARS = ("ridge", "library", "rank", "n_coefficients", "score")
-
     def _state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         fit = self.fit
         config = {"context_len": self.seq_len, "dim": self.dim, "source": self.source,
                   "fit_seconds": nan_none(self.fit_seconds), "identity_score": nan_none(self.identity_score),
-                  "candidates": [[nan_none(v) if isinstance(v, float) else v for v in
-                                  (getattr(f, k) for k in self._SCALARS)] for f in self.candidates],
-                  "fit": None if fit is None else [nan_none(v) if isinstance(v, float) else v
-                                                   for v in (getattr(fit, k) for k in self._SCALARS)]}
-        arrays = {} if fit is None else {k: getattr(fit, k) for k in self._ARRAYS if getattr(fit, k) is not None}
-        return config, arrays
+                  "candidates": [f.record() for f in self.candidates], "fit": None if fit is None else fit.record()}
+        return config, {} if fit is None else {k: v for k in _ARRAYS if (v := getattr(fit, k)) is not None}
 
     @classmethod
     def _restore(cls, config: dict[str, Any], arrays: dict[str, np.ndarray]) -> "WindowRegressionStep":
         model = cls(None, None, context_len=int(config["context_len"]), dim=int(config["dim"]),
                     source=str(config["source"]))
-
-        def scalars(values: list[Any]) -> dict[str, Any]:
-            out = dict(zip(cls._SCALARS, values))
-            return {**out, "ridge": none_nan(out["ridge"]), "score": none_nan(out["score"])}
-
-        model.candidates = [MemoryFit(**scalars(c)) for c in config["candidates"]]
-        model.fit = None if config["fit"] is None else MemoryFit(**scalars(config["fit"]), **arrays)
-        model.fit_seconds = none_nan(config["fit_seconds"])
-        model.identity_score = none_nan(config["identity_score"])
+        model.candidates = [MemoryFit.from_record(c) for c in config["candidates"]]
+        model.fit = None if config["fit"] is None else MemoryFit.from_record(config["fit"], **arrays)
+        model.fit_seconds, model.identity_score = none_nan(config["fit_seconds"]), none_nan(config["identity_score"])
         model._fitted = True
         return model
 
