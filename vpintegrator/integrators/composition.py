@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +36,11 @@ SCHEMES: dict[str, tuple[tuple[float, ...], int, str]] = {
     "suzuki4": (SUZUKI4, 4, "Suzuki fractal composition (5 sub-steps, order 4)"),
     "y6": (YOSHIDA6, 6, "Yoshida solution A (7 sub-steps, order 6)"),
 }
+
+
+def _from_base(flag: str) -> Any:
+    """A property that reads ``flag`` of the composition's base method."""
+    return property(lambda self: getattr(self.base_method, flag), doc=f"The base method's ``{flag}``.")
 
 
 @dataclass(frozen=True)
@@ -85,29 +91,15 @@ class Composition(Integrator):
     def order(self) -> int:  # type: ignore[override]
         return self.scheme_order
 
-    @property
-    def implicit(self) -> bool:  # type: ignore[override]
-        return self.base_method.implicit
-
-    @property
-    def symplectic(self) -> bool:  # type: ignore[override]
-        return self.base_method.symplectic
+    implicit = _from_base("implicit")
+    symplectic = _from_base("symplectic")
+    preserves_volume = _from_base("preserves_volume")
+    preserves_quadratic_invariants = _from_base("preserves_quadratic_invariants")
+    needs = _from_base("needs")
 
     @property
     def symmetric(self) -> bool:  # type: ignore[override]
         return True
-
-    @property
-    def preserves_volume(self) -> bool:  # type: ignore[override]
-        return self.base_method.preserves_volume
-
-    @property
-    def preserves_quadratic_invariants(self) -> bool:  # type: ignore[override]
-        return self.base_method.preserves_quadratic_invariants
-
-    @property
-    def needs(self) -> tuple[str, ...]:  # type: ignore[override]
-        return self.base_method.needs
 
     @property
     def family(self) -> str:  # type: ignore[override]
