@@ -38,7 +38,7 @@ from ._version import __version__
 __all__ = ["provenance_record", "provenance_attr", "file_sha256", "parse_provenance", "redact_path", "command_line"]
 
 #: the packages whose versions a record names (``python`` is added first); pysindy and scikit-learn fit the sindy and
-#: delay-SINDy rows (their fits change with them: issue 86), None where not installed
+#: delay-SINDy rows (their fits change with them), None where not installed
 PACKAGES = ("numpy", "scipy", "torch", "h5py", "numba", "pysindy", "scikit-learn")
 _ROOT = Path(__file__).resolve().parent.parent  # the checkout, when run from one
 _GIT_TIMEOUT = 5.0  # seconds; a hung git gives "no git state", never a slow run
@@ -91,7 +91,7 @@ def _version_of(name: str) -> str | None:
 def _blas() -> str | None:
     """NumPy's BLAS as it runs here, ``"openblas 0.3.31 SkylakeX"``: its version and the kernels it chose for this CPU
     (threadpoolctl's ``architecture``); the fitted rows' least squares round differently on other kernels, enough to
-    move the delay-SINDy row at t = 100 by half (issue 86). None before NumPy is loaded or without threadpoolctl."""
+    move the delay-SINDy row at t = 100 by half. None before NumPy is loaded or without threadpoolctl."""
     if "numpy" not in sys.modules:
         return None
     try:

@@ -19,7 +19,7 @@ The search is bounded by a count, as a network's training is by its steps: at mo
 said in ``sindy_budget`` when it stopped the search (``cut``: where depends on the machine's speed and load). The
 search runs with BLAS on one thread: its fits are ill-conditioned enough that BLAS's summation order moves them (the
 memory study's row at t = 100: 0.0148 on one thread, 0.0138 on two; 0.023-0.030 on other CPUs' kernels, which every
-results file names: ``provenance.versions.blas``; issue 86). The row has skill (``skill``, ``sindy_skill``) only
+results file names: ``provenance.versions.blas``). The row has skill (``skill``, ``sindy_skill``) only
 when its validation score is below ``SKILL_FRACTION`` of the identity map's on the same delay vectors
 (``vpintegrator.models.memory.skill_of``).
 """

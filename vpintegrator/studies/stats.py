@@ -204,7 +204,7 @@ def write_text(path: str | Path, text: str) -> None:
 def write_json(path: str | Path, obj: Any) -> None:
     """Write ``obj`` as strict, indented JSON (``plain``), atomically. A study's results (a dict with ``rows``, or
     ``problems`` for compare) also record how they were made (``provenance``: the libraries' versions, BLAS kernels
-    included, and the command), unless they already do: the fitted rows change with them (issue 86)."""
+    included, and the command), unless they already do: the fitted rows change with them."""
     if isinstance(obj, dict) and ("rows" in obj or "problems" in obj) and "provenance" not in obj:
         obj = {**obj, "provenance": provenance_record()}
     write_text(path, json.dumps(plain(obj), indent=2, allow_nan=False) + "\n")
