@@ -77,6 +77,9 @@ def test_the_score_times_are_a_plan_key(tmp_path):
     assert STUDY.parse(["--out", str(tmp_path), "--quick"]).score_times == (10.0, 20.0, 100.0)
     plan = STUDY.parse(["--out", str(tmp_path), "--quick", "--score-times", "20,12"])
     assert plan.score_times == (12.0, 20.0) and "scored at t = 12, 20;" in plan.size_line()
+    # until the ladder takes them, other times are refused in one line before anything runs, never ignored
+    assert main(STUDY, ["--out", str(tmp_path / "o"), "--quick", "--score-times", "10,30"]) == 2
+    assert not (tmp_path / "o").exists()
 
 
 def test_the_tables_take_the_horizons_of_the_file():
