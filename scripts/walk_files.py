@@ -90,6 +90,8 @@ STUDY_ARGS = {
                   "--set", "floor_dims=2", "--set", "reduced_dims=2", "--set", "autoencoder_sizes=8",
                   "--set", "ladder=quick", "--set", "train_seconds=1", "--set", "repeats=1",
                   "--set", "autoencoder_steps=5", "--set", "max_steps=2"],
+    "compare": ["--quick", "--seeds", "0", "-q", "--problems", "rigid_body", "--set", "n_train=10",
+                "--set", "n_test=2", "--set", "max_steps=2", "--set", "n_steps=5"],
 }
 
 #: the calls of each walk followed in order (its opening: the plan being made, for ``run_rollouts``)
