@@ -86,7 +86,7 @@ def _run(plan: MemoryPlan) -> int:
         for part, cpu in plan.cpu_estimate().items():
             print(f"memory: estimate {part}: {cpu:.0f} CPU s")
         return 0
-    if not plan.table_only and plan.score_times != HORIZONS:  # the ladder scores at plan.HORIZONS (issue 86)
+    if not plan.table_only and plan.score_times != HORIZONS:  # the ladder scores at plan.HORIZONS
         raise StudyError(f"--score-times: the ladder scores at t = {', '.join(f'{t:g}' for t in HORIZONS)} only; "
                          "leave --score-times out")
     check_out_dir(out)

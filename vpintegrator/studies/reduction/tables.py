@@ -165,7 +165,7 @@ def tables(summary: Sequence[Mapping[str, Any]]) -> str:
              "charged it again, so an upper bound), and its break-even." +
              ("" if any(e.get("data_cpu") is not None for e in summary) else
               " This file does not record the data generation's CPU apart from the offline CPU (data_cpu, written "
-              "since issue 86), so the full charge, which counts the data once over the tuning runs, is '—'."), ""]
+              "by newer runs), so the full charge, which counts the data once over the tuning runs, is '—'."), ""]
     lines += [f"Training: {valve_line(valve_sum(e.get('valve') for e in summary))}.", ""]
     lines += ["## Summary", "", *summary_table(summary)]
     for system in dict.fromkeys(e["system"] for e in summary):
