@@ -56,7 +56,7 @@ from ..runner import StudyError, check_out_dir
 from ..stats import redraw_from, write_json, write_tables
 from ..step_budget import valve_line, valve_record
 from .ladder import evaluate_case, make_data, train_all
-from .plan import HORIZONS, MemoryOptions, MemoryPlan, build_plan
+from .plan import MemoryOptions, MemoryPlan, build_plan
 from .tables import FIGURE_PREFIX, read_doc, summarize_rows, tables, work_precision
 
 __all__ = ["STUDY", "run", "draw", "MemoryOptions", "MemoryPlan", "build_plan"]
@@ -86,9 +86,6 @@ def _run(plan: MemoryPlan) -> int:
         for part, cpu in plan.cpu_estimate().items():
             print(f"memory: estimate {part}: {cpu:.0f} CPU s")
         return 0
-    if not plan.table_only and plan.score_times != HORIZONS:  # the ladder scores at plan.HORIZONS
-        raise StudyError(f"--score-times: the ladder scores at t = {', '.join(f'{t:g}' for t in HORIZONS)} only; "
-                         "leave --score-times out")
     check_out_dir(out)
     path = out / "memory.json"
     if plan.table_only and plan.results is not None:

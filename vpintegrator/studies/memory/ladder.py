@@ -41,7 +41,8 @@ def make_data(out: Path, arena: str, n: int | None, n_train: int, t_train: float
     return path
 
 
-def heldout(train: Path, arena: str, n: int | None, n_test: int) -> tuple[Any, Any, np.ndarray, np.ndarray]:
+def heldout(train: Path, arena: str, n: int | None, n_test: int, t_end: float = max(HORIZONS)
+            ) -> tuple[Any, Any, np.ndarray, np.ndarray]:
     """``(full system, observation, y0, ref)``: ``n_test`` held-out initial conditions drawn from the training file's
     sampler with ``HELDOUT_SEED`` (never one of its conditions) and their observed exact flow to the last horizon
     (n_test, K, k): DOP853 at 1e-12, or for a bath above 1000 oscillators its full-order model composed to order 6
@@ -56,7 +57,7 @@ def heldout(train: Path, arena: str, n: int | None, n_test: int) -> tuple[Any, A
     obs = resolve_observation(observe_of(arena, n), int(data.y.shape[-1]), full.state_names, full.name)
     assert obs is not None  # every arena observes part of the state
     y0 = draw_heldout(data.meta, full, int(n_test), HELDOUT_SEED, data.y[:, 0], train)
-    K = int(round(max(HORIZONS) / H))
+    K = int(round(t_end / H))
     if ARENAS[arena]["bath"] and int(full.N) > 1000:
         per = int(round(H / 0.01))
         method = "bath_splitting_y6" if arena == "kac_zwanzig" else "stormer_verlet_y6"
@@ -189,10 +190,11 @@ def _learned(system: Any, train: Path, runs: dict[tuple[str, int], Path]
 # --------------------------------------------------------------------------- scoring and pricing
 
 
-def _errors(y: np.ndarray, ref: np.ndarray) -> dict[float, dict[str, Any]]:
-    """Per horizon, the median and 10-90 % interval over conditions of the relative error (a failed rollout: inf)."""
+def _errors(y: np.ndarray, ref: np.ndarray, times: tuple[float, ...]) -> dict[float, dict[str, Any]]:
+    """Per horizon of ``times``, the median and 10-90 % interval over conditions of the relative error (a failed
+    rollout: inf)."""
     out = {}
-    for t in HORIZONS:
+    for t in times:
         k = int(round(t / H))
         e = np.linalg.norm(y[:, k] - ref[:, k], axis=-1) / np.linalg.norm(ref[:, k], axis=-1)
         out[t] = median_interval([float(v) if np.isfinite(v) else math.inf for v in e])
@@ -234,12 +236,13 @@ def _fitted_record(step: Any) -> dict[str, Any]:
 
 
 def _score(rows: dict[str, tuple[Any, dict[str, Any]]], ref: np.ndarray, noise: tuple[float, ...],
-           base: dict[str, Any], width: int, calls: dict[tuple[str, Any], Callable[[], float]]) -> list[dict[str, Any]]:
+           base: dict[str, Any], width: int, calls: dict[tuple[str, Any], Callable[[], float]],
+           times: tuple[float, ...] = HORIZONS) -> list[dict[str, Any]]:
     """Roll every row out from the first window at each noise level and score it; its price's call (``_price``:
     batch 1, the sigma = 0 window of the first condition, to the last horizon) into ``calls``, keyed (label, seed)."""
     from ...rollout.engine import rollout
 
-    K = int(round(max(HORIZONS) / H))
+    K = int(round(max(times) / H))
     width = max([int(width)] + [s.seq_len for s, _ in rows.values()])
     out = []
     for sigma in noise:
@@ -249,10 +252,10 @@ def _score(rows: dict[str, tuple[Any, dict[str, Any]]], ref: np.ndarray, noise: 
             fit_cpu = record.get("fit_cpu")
             if fit_cpu is None and math.isfinite(getattr(step, "fit_seconds", math.nan)):
                 fit_cpu = float(step.fit_seconds)
-            errs = _errors(y, ref)
+            errs = _errors(y, ref, times)
             out.append({**base, **record, "label": label, "T": record.get("T", int(step.seq_len)), "noise": sigma,
                         "fit_cpu": fit_cpu, **({} if record.get("kind") != "fitted" else _fitted_record(step)),
-                        **{f"err_t{t:g}": errs[t] for t in HORIZONS}})
+                        **{f"err_t{t:g}": errs[t] for t in times}})
     one = _window(ref[:1], width, 0.0)
 
     def call(s: Any) -> Callable[[], float]:
@@ -265,17 +268,18 @@ def _score(rows: dict[str, tuple[Any, dict[str, Any]]], ref: np.ndarray, noise: 
     return out
 
 
-def _price(rows: list[dict[str, Any]], calls: dict[tuple[str, Any], Callable[[], float]]) -> list[dict[str, Any]]:
+def _price(rows: list[dict[str, Any]], calls: dict[tuple[str, Any], Callable[[], float]],
+           t_end: float = max(HORIZONS)) -> list[dict[str, Any]]:
     """Every row of a case priced in one interleaved meter call (``vpintegrator.clock.meter``, thread CPU): each
     call returns the engine's own seconds (``COST_OF``); ``cost`` CPU s per unit time, ``cost_per_step`` per step,
     ``cost_seconds`` the whole rollout to the last horizon."""
     from ...clock import meter
 
-    K = int(round(max(HORIZONS) / H))
+    K = int(round(t_end / H))
     costs = meter(calls, repeats=METER_REPEATS)
     for r in rows:
         c = costs[(r["label"], r.get("seed"))]
-        r.update(cost=c.per(max(HORIZONS)), cost_per_step=c.per(K), cost_seconds=c.seconds, cost_clock=c.clock,
+        r.update(cost=c.per(t_end), cost_per_step=c.per(K), cost_seconds=c.seconds, cost_clock=c.clock,
                  cost_of=COST_OF)
     return rows
 
@@ -290,7 +294,8 @@ def evaluate_case(plan: MemoryPlan, case: str, arena: str, n: int | None, train:
     from ...data import read_metadata
 
     torch.set_num_threads(1)
-    full, obs, _, ref = heldout(train, arena, n, plan.n_test)
+    times = plan.score_times
+    full, obs, _, ref = heldout(train, arena, n, plan.n_test, max(times))
     system, split = observed_system(full, obs, train), fit_split(train, int(read_metadata(train)["n_traj"]))
     base = {"system": case, "arena": arena, "N": n, "observe": ARENAS[arena]["observe"]}
     known: dict[str, tuple[Any, dict[str, Any]]] = {
@@ -304,17 +309,17 @@ def evaluate_case(plan: MemoryPlan, case: str, arena: str, n: int | None, train:
                                                    "kind": "full_order" if "bath+" in label else "known"})
                       for label, step in smoother_steps(arena, system, train, whole).items()})
     calls: dict[tuple[str, Any], Callable[[], float]] = {}  # every row's price, metered together at the end
-    rows = _score(known, ref, plan.noise, base, width, calls)
+    rows = _score(known, ref, plan.noise, base, width, calls, times)
     for T in plan.windows:
         fitted = {f"{name}_T{T}": (step, {"approach": name, "T": T, "kind": "fitted", "seed": None})
                   for name, step in fitted_steps(system, train, split, T).items()}
         if fitted:
-            rows += _score(fitted, ref, plan.noise, base, width, calls)
+            rows += _score(fitted, ref, plan.noise, base, width, calls, times)
     for seed in plan.seeds:
         mine = {(a, T): run for (c, s, a, T), run in runs.items() if c == case and s == seed}
         for T in plan.windows:
             learned = {f"{a}_T{t}": (step, {**rec, "approach": a, "T": t, "kind": "model", "seed": int(seed)})
                        for a, t, step, rec in _learned(system, train, {k: v for k, v in mine.items() if k[1] == T})}
             if learned:
-                rows += _score(learned, ref, plan.noise, base, width, calls)
-    return _price(rows, calls)
+                rows += _score(learned, ref, plan.noise, base, width, calls, times)
+    return _price(rows, calls, max(times))
