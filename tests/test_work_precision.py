@@ -184,3 +184,33 @@ def test_an_observed_window_model_is_scored_on_its_channels(tmp_path):
     assert rk4.error_median == pytest.approx(float(np.median(err)), rel=1e-6)
     model = next(r for r in rows if r.kind == "model")
     assert model.method == "mlp" and np.isfinite(model.error_median) and math.isnan(model.drift_max)
+
+
+def test_a_work_precision_row_is_priced_by_the_studies_rule(monkeypatch):
+    """The table's rows cost what every study's rows cost (``price_seconds``): the engine's seconds of the step
+    map's start and its steps, per unit time; neither part left out."""
+    import dataclasses
+
+    from vpintegrator.rollout import engine
+    from vpintegrator.rollout.precision import _Batch1
+
+    class _Out:
+        meta = {"seconds": 0.75, "setup_seconds": 0.25}
+
+    class _Step:
+        def describe(self):
+            return {"runner": "stub"}
+
+    monkeypatch.setattr(engine, "rollout", lambda *args, **kwargs: _Out())
+    batch1 = _Batch1()
+    batch1.rollout(0, _Step, np.zeros((1, 1, 2)), 0.1, 20)
+    row = dataclasses.replace(_row_stub(), t_end=2.0)
+    (priced,) = batch1.price([row], repeats=2)
+    assert priced.seconds_per_time == pytest.approx(0.5) and priced.runner == "stub"
+    assert engine.price_seconds(_Out.meta) == 1.0
+
+
+def _row_stub():
+    from vpintegrator.data.work_precision import WorkPrecisionRow
+
+    return WorkPrecisionRow("m", "integrator", 0.1, math.nan, 20, 2.0, 1, 0.0, 0.0, 0.0, 0.0, math.nan, "?")

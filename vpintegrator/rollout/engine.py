@@ -35,7 +35,8 @@ from ..errors import VPIntegratorError
 from ..stepping import StepMap, drive, failure_limit, time_grid
 
 __all__ = [
-    "BLOWUP", "CHUNK_STEPS", "StepMap", "RolloutStats", "rollout", "stream_rollout", "initial_window",
+    "BLOWUP", "CHUNK_STEPS", "PRICE_OF", "StepMap", "RolloutStats", "price_seconds", "rollout", "stream_rollout",
+    "initial_window",
 ]
 
 #: default blow-up factor: a state with ‖z‖ > BLOWUP × ‖z_0‖ counts as failed
@@ -93,6 +94,18 @@ class RolloutStats:
     def __repr__(self) -> str:  # one line, not the per-trajectory array
         return (f"RolloutStats(n_traj={len(self.failed_step)}, n_steps={self.n_steps}, n_failed={self.n_failed}, "
                 f"seconds={self.seconds:.3g}, seconds_per_step={self.seconds_per_step:.3g})")
+
+
+#: a row's price on the one cost meter, wherever the package prices a row (the studies' rows, the work–precision
+#: table's): said in every results file that carries a price (``cost_of``)
+PRICE_OF = ("the engine's CPU seconds in the row's start and steps (rollout meta seconds + setup_seconds: an "
+            "estimate's least squares included; the engine's per-call checks, description and output arrays left out)")
+
+
+def price_seconds(meta: dict[str, Any]) -> float:
+    """One rollout call's price (``PRICE_OF``) from its ``meta``: the engine's CPU seconds of the step map's start
+    and its steps."""
+    return float(meta["seconds"]) + float(meta["setup_seconds"])
 
 
 def _as_window(window0: Any, seq_len: int, dim: int) -> np.ndarray:

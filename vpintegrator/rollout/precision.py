@@ -11,7 +11,8 @@ conditions; each run gives one point
 - **cost**: CPU seconds per unit of simulated time of ONE trajectory at batch 1 (the compiled
   single-trajectory stepper where it exists, as in the study's timing table), on the one cost meter
   ([`vpintegrator.clock.meter`][vpintegrator.clock.meter]): every row once cold (compilation and first-call work
-  left out), then ``repeats`` interleaved rounds over all rows, the minimum kept; thread CPU seconds.
+  left out), then ``repeats`` interleaved rounds over all rows, the minimum kept; thread CPU seconds of the
+  engine's start and steps (``vpintegrator.rollout.engine.price_seconds``: the studies' rule, one price per row).
 
 DOP853 itself appears as a ladder over tolerances (rtol = atol), and trained models as single points at their
 own step (first window from the exact flow, so that the model's error is its own). Everything is float64.
@@ -123,15 +124,15 @@ class _Batch1:
         self.runners: dict[int, str] = {}
 
     def rollout(self, index: int, step_map_factory, y0_one: np.ndarray, dt: float, n_steps: int) -> None:
-        """Row ``index``: one trajectory's states by a fresh step map, priced by the engine's seconds spent
-        producing them (its ``start`` left out)."""
-        from .engine import rollout
+        """Row ``index``: one trajectory's states by a fresh step map, priced by the engine's seconds of its start
+        and steps (``vpintegrator.rollout.engine.price_seconds``, the studies' rule)."""
+        from .engine import price_seconds, rollout
 
         def call() -> float:
             sm = step_map_factory()
             tr = rollout(sm, y0_one, dt, n_steps, chunk_steps=BATCH1_CHUNK_STEPS)
             self.runners[index] = str(sm.describe().get("runner", "?"))
-            return float(tr.meta["seconds"])
+            return price_seconds(tr.meta)
         self.calls[index] = call
 
     def call(self, index: int, call: Callable[[], object], runner: str) -> None:

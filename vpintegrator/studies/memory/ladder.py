@@ -209,9 +209,6 @@ def _window(ref: np.ndarray, length: int, sigma: float) -> np.ndarray:
     return w
 
 
-#: what a row's price is (``cost_of`` in every row)
-COST_OF = ("the engine's CPU seconds in the row's start and steps (rollout meta seconds + setup_seconds: an estimate's "
-           "least squares included; the engine's per-call checks, description and output arrays left out)")
 
 
 def _fitted_record(step: Any) -> dict[str, Any]:
@@ -240,7 +237,7 @@ def _score(rows: dict[str, tuple[Any, dict[str, Any]]], ref: np.ndarray, noise: 
            times: tuple[float, ...] = HORIZONS) -> list[dict[str, Any]]:
     """Roll every row out from the first window at each noise level and score it; its price's call (``_price``:
     batch 1, the sigma = 0 window of the first condition, to the last horizon) into ``calls``, keyed (label, seed)."""
-    from ...rollout.engine import rollout
+    from ...rollout.engine import price_seconds, rollout
 
     K = int(round(max(times) / H))
     width = max([int(width)] + [s.seq_len for s, _ in rows.values()])
@@ -260,8 +257,7 @@ def _score(rows: dict[str, tuple[Any, dict[str, Any]]], ref: np.ndarray, noise: 
 
     def call(s: Any) -> Callable[[], float]:
         def once() -> float:  # the row's price: the engine's seconds of its start and steps, not of the call
-            meta = rollout(s, one[:, :s.seq_len], H, K).meta
-            return float(meta["seconds"]) + float(meta["setup_seconds"])
+            return price_seconds(rollout(s, one[:, :s.seq_len], H, K).meta)
         return once
 
     calls.update({(label, record.get("seed")): call(step) for label, (step, record) in rows.items()})
@@ -271,16 +267,17 @@ def _score(rows: dict[str, tuple[Any, dict[str, Any]]], ref: np.ndarray, noise: 
 def _price(rows: list[dict[str, Any]], calls: dict[tuple[str, Any], Callable[[], float]],
            t_end: float = max(HORIZONS)) -> list[dict[str, Any]]:
     """Every row of a case priced in one interleaved meter call (``vpintegrator.clock.meter``, thread CPU): each
-    call returns the engine's own seconds (``COST_OF``); ``cost`` CPU s per unit time, ``cost_per_step`` per step,
-    ``cost_seconds`` the whole rollout to the last horizon."""
+    call returns the engine's own seconds (``vpintegrator.rollout.engine.PRICE_OF``); ``cost`` CPU s per unit
+    time, ``cost_per_step`` per step, ``cost_seconds`` the whole rollout to the last horizon."""
     from ...clock import meter
+    from ...rollout.engine import PRICE_OF
 
     K = int(round(t_end / H))
     costs = meter(calls, repeats=METER_REPEATS)
     for r in rows:
         c = costs[(r["label"], r.get("seed"))]
         r.update(cost=c.per(t_end), cost_per_step=c.per(K), cost_seconds=c.seconds, cost_clock=c.clock,
-                 cost_of=COST_OF)
+                 cost_of=PRICE_OF)
     return rows
 
 

@@ -93,11 +93,10 @@ def batch1_costs(rows: dict[str, tuple[Any, np.ndarray]], n_steps: int) -> dict[
     rounds, thread CPU, as the memory study prices its rows): one rollout of ``n_steps`` states by the row's model
     step map (``vp-rollout``'s: ``model_step``, one per row, reused by every call) from ``rows[label] = (model,
     window)``, the first held-out condition's first window (1, seq_len, dim), priced at the engine's own seconds of
-    its start and steps (the rollout's meta ``seconds + setup_seconds``; the engine's per-call checks, description
-    and output arrays left out). A row whose batch-1 rollout raises (a trained model that fails, as its held-out
+    its start and steps (``vpintegrator.rollout.engine.price_seconds``: the rule of every price in the package). A row whose batch-1 rollout raises (a trained model that fails, as its held-out
     rollouts say) has no cost, said in one line."""
     from ...clock import meter_surviving
-    from ...rollout.engine import rollout
+    from ...rollout.engine import price_seconds, rollout
     from ...rollout.methods import model_step
 
     def call(model: Any, window: np.ndarray) -> Any:
@@ -105,8 +104,7 @@ def batch1_costs(rows: dict[str, tuple[Any, np.ndarray]], n_steps: int) -> dict[
         first = np.ascontiguousarray(window[:, :step.seq_len], dtype=np.float64)
 
         def once() -> float:
-            meta = rollout(step, first, H, int(n_steps)).meta
-            return float(meta["seconds"]) + float(meta["setup_seconds"])
+            return price_seconds(rollout(step, first, H, int(n_steps)).meta)
         return once
 
     costs, failed = meter_surviving({label: call(model, window) for label, (model, window) in rows.items()},
