@@ -1,7 +1,8 @@
 """Sparse regression (SINDy) as a rollout row: ``sindy+METHOD`` fits ż = Θ(z) Ξ on the data file's training
 trajectories, then integrates the fitted field by the classical method METHOD at the data's step.
 
-The regression is pysindy's sequentially thresholded least squares (``pysindy.optimizers.STLSQ``) on a
+The regression is pysindy's sequentially thresholded least squares (``pysindy.optimizers.STLSQ``), run by
+``vpintegrator.compiled.stlsq`` (the same bits on every CPU and BLAS; pysindy's own without numba), on a
 feature matrix Θ written here: a ridge term ``RIDGE`` inside the iterations (it resolves libraries that are
 linearly dependent on the data, e.g. z₀² + z₁² + z₂² = 1 on a sphere, towards the sparse solution), then an
 unregularised least-squares refit on the kept terms (pysindy's ``unbias``). Θ is written here so that the
@@ -180,9 +181,11 @@ def _finite_array(value: Any, what: str, ndim: int, dim: int | None = None) -> n
 def derivatives(y: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
     """States and their central-difference derivatives (order ``FD_ORDER``, fewer where the trajectories
     are short) of trajectories y (n, T, dim): ``(z, ż)``, each (n · (T − 2m), dim), the m end states of
-    each trajectory dropped."""
+    each trajectory dropped. The weights are exact fractions rounded once (pysindy's ``FiniteDifference`` solves
+    for them by LAPACK, whose last bits move with the BLAS kernels), summed in pysindy's order."""
+    from fractions import Fraction
 
-    ps = require_pysindy()
+    require_pysindy()
     y = _finite_array(y, "training trajectories", 3)
     dt = finite_float(dt, "dt (the step size)", positive=True, key="dt")
     n, T, dim = y.shape
@@ -190,11 +193,14 @@ def derivatives(y: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
     if order < 2:
         raise VPIntegratorError(f"SINDy: trajectories of {T} states give no central difference; give at least 3",
                                 key="data")
-    fd = ps.FiniteDifference(order=order, drop_endpoints=True, axis=0)
     m = order // 2
-    z = y[:, m:T - m].reshape(-1, dim)
-    zdot = np.concatenate([np.asarray(fd(y[i], float(dt)))[m:T - m] for i in range(n)])
-    return z, zdot
+    zdot = np.zeros((n, T - 2 * m, dim))
+    for j in range(-m, m + 1):  # ż(t) ≈ Σ_j w_j z(t + j h) / h, w_j = (-1)^(j+1) m!² / (j (m−j)! (m+j)!)
+        if j:
+            w = Fraction((1 if j % 2 else -1) * math.factorial(m) ** 2,
+                         j * math.factorial(m - j) * math.factorial(m + j))
+            zdot = zdot + y[:, m + j:T - m + j] * (float(w) / dt)
+    return y[:, m:T - m].reshape(-1, dim), zdot.reshape(-1, dim)
 
 
 @dataclass(frozen=True)
@@ -294,6 +300,8 @@ def _fit(z: np.ndarray, zdot: np.ndarray, label: str, lib: Library, threshold: f
     """``fit_sindy`` on checked arguments; pysindy's and scikit-learn's own errors as one line."""
     import warnings
 
+    from ..compiled import available
+    from ..compiled.stlsq import stlsq
     from ..resources import check_size
 
     # Θ (samples × features) and the monomials' intermediate (samples × features × components), before either exists
@@ -313,8 +321,10 @@ def _fit(z: np.ndarray, zdot: np.ndarray, label: str, lib: Library, threshold: f
         with warnings.catch_warnings():  # an unfittable library warns (ill-conditioned, all-zero): scored below
             warnings.simplefilter("ignore")
             with np.errstate(all="ignore"):
-                opt.fit(theta, zdot)
-        xi = np.asarray(opt.coef_, dtype=np.float64).T  # (n_features, dim)
+                if optimizer is None and available():
+                    xi = stlsq(theta, zdot, float(threshold), RIDGE, opt.max_iter)  # (n_features, dim)
+                else:
+                    xi = np.asarray(opt.fit(theta, zdot).coef_, dtype=np.float64).T
     except (MemoryError, KeyboardInterrupt):
         raise
     except Exception as err:  # pysindy's and scikit-learn's own exceptions: one line naming what was fitted
