@@ -56,23 +56,37 @@ def test_rank_deficient_refit_is_the_minimum_norm_one():
     np.testing.assert_allclose(xi[4], xi[5], rtol=1e-12)
 
 
+
+@pytest.mark.parametrize("T", [60, 8, 5, 3])
+def test_derivatives_are_pysindys_finite_differences(T):
+    """The derivatives' exact stencil weights (no LAPACK solve) give pysindy's ``FiniteDifference`` to rounding, at
+    the highest even order the trajectories' length allows."""
+    from vpintegrator.rollout.sindy import FD_ORDER, derivatives
+
+    t = 0.05 * np.arange(T)
+    y = np.stack([np.stack([np.sin((1 + w) * t), np.cos(t) * w], 1) for w in range(3)])
+    order = min(FD_ORDER, 2 * ((T - 1) // 2))
+    m = order // 2
+    fd = ps.FiniteDifference(order=order, drop_endpoints=True, axis=0)
+    ref = np.concatenate([np.asarray(fd(y[i], 0.05))[m:T - m] for i in range(3)])
+    z, zdot = derivatives(y, 0.05)
+    np.testing.assert_array_equal(z, y[:, m:T - m].reshape(-1, 2))
+    np.testing.assert_allclose(zdot, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
+
 _HASH = """
 import hashlib, numpy as np
-from vpintegrator.compiled.stlsq import stlsq
-t = np.linspace(0, 20, 2001)
-x = np.stack([np.sin(t), np.cos(1.3 * t), np.sin(0.7 * t + 1)], 1)
-z = np.concatenate([x[:-1], x[1:]], 1)  # delay vectors: poly3 of them nearly collinear
-cols = [np.ones(len(z))] + [z[:, i] * z[:, j] * z[:, k] if k >= 0 else z[:, i] * z[:, j] if j >= 0 else z[:, i]
-        for i in range(6) for j in range(-1, i + 1) for k in range(-1, j + 1) if not (j < 0 <= k)]
-theta = np.stack(cols, 1)
-zdot = np.gradient(z, t[1] - t[0], axis=0)
-print(hashlib.sha1(stlsq(theta, zdot, 1e-3, 1e-8, 50).tobytes()).hexdigest())
+from vpintegrator.rollout.sindy import derivatives, fit_sindy
+t = 0.05 * np.arange(301)
+x = np.stack([np.stack([np.sin(w * t + w), np.cos(1.3 * w * t), np.sin(0.7 * t + w) ** 2], 1) for w in (1, 1.5, 2)])
+z = np.concatenate([x[:, :-1], x[:, 1:]], 2)  # delay vectors: their poly3 features nearly collinear
+fit = fit_sindy(*derivatives(z, 0.05), "poly3", 1e-3)
+print(fit.n_terms, hashlib.sha1(fit.field.coefficients.tobytes()).hexdigest())
 """
 
 
 def test_same_bits_under_every_blas_kernel_and_thread_count():
-    """Subprocesses with OpenBLAS forced to kernels every x86-64 CPU runs, on one and two threads (another BLAS
-    ignores the variables, and the test still holds)."""
+    """A SINDy fit (the derivatives and STLSQ of ``fit_sindy``) in subprocesses with OpenBLAS forced to kernels every
+    x86-64 CPU runs, on one and two threads (another BLAS ignores the variables, and the test still holds)."""
     hashes = set()
     for env in ({"OPENBLAS_CORETYPE": "Nehalem", "OPENBLAS_NUM_THREADS": "1"},
                 {"OPENBLAS_CORETYPE": "Sandybridge", "OPENBLAS_NUM_THREADS": "2"},

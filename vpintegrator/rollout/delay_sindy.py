@@ -16,10 +16,11 @@ delay-vector map. The fit is timed (``fit_seconds``, process CPU) apart from the
 
 The search is bounded by a count, as a network's training is by its steps: at most ``max_candidates`` candidates
 (default: the grid); ``max_fit_seconds`` process CPU seconds (default ``FIT_BUDGET_SECONDS``) is a safety valve,
-said in ``sindy_budget`` when it stopped the search (``cut``: where depends on the machine's speed and load). The
-search runs with BLAS on one thread: its fits are ill-conditioned enough that BLAS's summation order moves them (the
-memory study's row at t = 100: 0.0148 on one thread, 0.0138 on two; 0.023-0.030 on other CPUs' kernels, which every
-results file names: ``provenance.versions.blas``). The row has skill (``skill``, ``sindy_skill``) only
+said in ``sindy_budget`` when it stopped the search (``cut``: where depends on the machine's speed and load). Its
+fits are ill-conditioned enough that BLAS's summation order moved them (the memory study's row at t = 100 read
+0.0148-0.030 with the thread count and the CPU's kernels): they run without BLAS (``vpintegrator.compiled.stlsq``,
+the derivatives' exact weights; an optimizer of your own, or no numba, is pysindy's), the same bits on every CPU.
+The row has skill (``skill``, ``sindy_skill``) only
 when its validation score is below ``SKILL_FRACTION`` of the identity map's on the same delay vectors
 (``vpintegrator.models.memory.skill_of``).
 """
@@ -152,8 +153,6 @@ class DelaySindyStep(StepMap):
 
     def fit_now(self) -> Any:
         """Fit and select on the delay vectors (once): the chosen ``SindyFit`` or None."""
-        from threadpoolctl import threadpool_limits  # scikit-learn's dependency, with pysindy
-
         from ..clock import process_cpu
         from .sindy import identity_score, select_sindy
 
@@ -165,12 +164,11 @@ class DelaySindyStep(StepMap):
             val = self._check(self._val() if callable(self._val) else self._val, "validation trajectories", T,
                               self.dim)
             libraries, thresholds, optimizer = self._grid_args
-            with threadpool_limits(limits=1, user_api="blas"):  # the fit, not the thread count (module docstring)
-                self.fit, self.candidates = select_sindy(delay_vectors(train, T), delay_vectors(val, T), self.dt,
-                                                         self.integrator, libraries, thresholds, optimizer,
-                                                         delay_names(self.component_names, T, self.dim),
-                                                         max_candidates=self.max_candidates,
-                                                         max_seconds=self.max_fit_seconds)
+            self.fit, self.candidates = select_sindy(delay_vectors(train, T), delay_vectors(val, T), self.dt,
+                                                     self.integrator, libraries, thresholds, optimizer,
+                                                     delay_names(self.component_names, T, self.dim),
+                                                     max_candidates=self.max_candidates,
+                                                     max_seconds=self.max_fit_seconds)
             self.identity_score = identity_score(delay_vectors(val, T))
             self.fit_seconds = process_cpu() - tic
             self._fitted = True
