@@ -90,8 +90,8 @@ def _version_of(name: str) -> str | None:
 
 def _blas() -> str | None:
     """NumPy's BLAS as it runs here, ``"openblas 0.3.31 SkylakeX"``: its version and the kernels it chose for this CPU
-    (threadpoolctl's ``architecture``); the fitted rows' least squares round differently on other kernels, enough to
-    move the delay-SINDy row at t = 100 by half. None before NumPy is loaded or without threadpoolctl."""
+    (threadpoolctl's ``architecture``); least squares through NumPy round differently on other kernels (the SINDy
+    fits do not: ``vpintegrator.compiled.stlsq``). None before NumPy is loaded or without threadpoolctl."""
     if "numpy" not in sys.modules:
         return None
     try:
