@@ -76,6 +76,8 @@ class FittedModel(StepMap):
     reach: int | None = None
     #: whether the row selects on validation trajectories (False: it reads the training ones only)
     validates: bool = True
+    #: the optional module the kind needs (None: none): ``available`` says whether it is installed
+    requires: str | None = None
     #: at most this many training states, this many validation trajectories to step ``val_steps(T)``
     max_fit_states: int | None = None
     max_val_traj: int | None = None
@@ -88,6 +90,13 @@ class FittedModel(StepMap):
                 raise VPIntegratorError(f"fitted model {cls.__name__}: row {name!r} is taken by "
                                         f"{_FITTED[name].__name__}; give another name")
             _FITTED[name] = cls
+
+    @classmethod
+    def available(cls) -> bool:
+        """Whether the module the kind ``requires`` is installed (a run or study leaves the kind out when not)."""
+        import importlib.util
+
+        return cls.requires is None or importlib.util.find_spec(cls.requires) is not None
 
     @classmethod
     def val_steps(cls, context_len: int) -> int | None:

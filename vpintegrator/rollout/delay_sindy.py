@@ -33,7 +33,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import VPIntegratorError
+from ..models.fitted import FittedModel, RowData, nan_none, none_nan
 from .engine import StepMap
+from .sindy import MAX_FIT_STATES, MAX_VAL_TRAJ, VAL_STEPS
 from ..models.memory import check_trajectories, delay_vectors
 
 __all__ = ["DelaySindyStep", "delay_names", "FIT_BUDGET_SECONDS"]
@@ -50,7 +52,7 @@ def delay_names(names: Sequence[str], T: int, dim: int) -> tuple[str, ...]:
     return tuple(f"{b}[n{'' if j == T - 1 else f'-{T - 1 - j}'}]" for j in range(T) for b in base)
 
 
-class DelaySindyStep(StepMap):
+class DelaySindyStep(FittedModel):
     """``delay_sindy+METHOD`` (module docstring).
 
     Parameters
@@ -79,7 +81,51 @@ class DelaySindyStep(StepMap):
         None: no limit), said in ``budget`` when it does.
     """
 
-    kind = "fitted"
+    row = "delay_sindy"
+    takes_integrator = True
+    summary = ("SINDy on the delay vectors of context_len states (library and threshold by validation rollout), "
+               "integrated by METHOD")
+    needs = 'pysindy: pip install "vpintegrator[sindy]"'
+    requires = "pysindy"
+    reach = 2
+    max_fit_states = MAX_FIT_STATES
+    max_val_traj = MAX_VAL_TRAJ
+
+    @classmethod
+    def val_steps(cls, context_len: int) -> int | None:
+        return int(context_len) - 1 + VAL_STEPS
+
+    @classmethod
+    def for_row(cls, data: RowData) -> "DelaySindyStep":
+        return cls(data.train, data.val, str(data.integrator), data.dt, context_len=data.context_len, dim=data.dim,
+                   source=data.source, component_names=data.component_names)
+
+    def _state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        from .sindy import sindy_state
+
+        libraries, thresholds, _ = self._grid_args  # names and numbers are saved (a pysindy object is not)
+        grid = [None if v is None else list(v) for v in (libraries, thresholds)]
+        if any(v is not None and not all(isinstance(x, (str, int, float)) for x in v) for v in grid):
+            grid = [None, None]
+        return sindy_state(self.fit, self.candidates, {"grid": grid,
+            "integrator": self.integrator, "dt": self.dt, "context_len": self.seq_len, "dim": self.dim,
+            "source": self.source, "component_names": list(self.component_names), "compiled": self.compiled,
+            "max_candidates": self.max_candidates, "max_fit_seconds": self.max_fit_seconds,
+            "fit_seconds": nan_none(self.fit_seconds), "identity_score": nan_none(self.identity_score)})
+
+    @classmethod
+    def _restore(cls, config: dict[str, Any], arrays: dict[str, np.ndarray]) -> "DelaySindyStep":
+        from .sindy import sindy_restore
+
+        model = cls(None, None, config["integrator"], config["dt"], int(config["context_len"]), int(config["dim"]),
+                    config["source"], component_names=config["component_names"], compiled=config["compiled"],
+                    max_candidates=config["max_candidates"], max_fit_seconds=config["max_fit_seconds"],
+                    libraries=config["grid"][0], thresholds=config["grid"][1])
+        T, k = model.seq_len, model.dim
+        model.fit, model.candidates = sindy_restore(config, arrays, delay_names(model.component_names, T, k))
+        model.fit_seconds, model.identity_score = none_nan(config["fit_seconds"]), none_nan(config["identity_score"])
+        model._fitted = True
+        return model
 
     def __init__(self, train: np.ndarray | Callable[[], np.ndarray], val: np.ndarray | Callable[[], np.ndarray],
                  integrator: str, dt: float, context_len: int = 2, dim: int | None = None, source: str = "", *,
@@ -104,7 +150,7 @@ class DelaySindyStep(StepMap):
                 raise VPIntegratorError("DelaySindyStep: give dim with a callable train")
             dim = int(check_trajectories(train, "training trajectories", T, label=self.name).shape[2])
         for what, given in (("training trajectories", train), ("validation trajectories", val)):
-            if not callable(given):
+            if given is not None and not callable(given):
                 self._check(given, what, T, int(dim))
         self.dim: int = int(dim)
         self.seq_len: int = T

@@ -48,8 +48,8 @@ from .context import ContextStep, oracle_theta
 from .engine import StepMap
 from .field import field_step
 from .family import step_for
-from ..models.fitted import fitted_class, list_fitted
-from . import sindy  # noqa: F401  (registers the sindy+METHOD rows: vpintegrator.models.fitted)
+from ..models.fitted import FittedModel, RowData, fitted_class, list_fitted
+from . import delay_sindy, sindy  # noqa: F401  (register the SINDy rows: vpintegrator.models.fitted)
 from .gle import BATH_SUMMARY, COARSE_SUMMARY, GLE_SUMMARY, bath_row, coarse_bath_row, gle_row
 from .steps import ExactFlowStep, IntegratorStep, ModelStep, is_context_model
 
@@ -168,35 +168,34 @@ def _names(req: RowRequest, data: Path | None) -> tuple[str, ...]:
     return () if data is None else component_names(data, req.system)
 
 
-def _row_data(req: RowRequest, limits: Any) -> Any:
-    """What a fitted row of the kind ``limits`` (its class: ``vpintegrator.models.fitted``) is built from
+def _row_data(req: RowRequest, cls: type[FittedModel]) -> RowData:
+    """What a fitted row of the kind ``cls`` (``vpintegrator.models.fitted``) is built from
     (``RowData``): the training and validation trajectories of the split (a split without validation
     trajectories: the last tenth of train validates), read when the row starts, within the kind's limits; a
     window longer than the file's trajectories allow (the kind's ``reach``: the states one training sample needs
     beyond the window) is refused now, in one line naming ``context_len``."""
     from ..data import read_metadata
-    from ..models.fitted import RowData
 
     split = _need_split(req)
     data = split.data or req.data
     train, val = split.train, split.val
     T = int(req.context_len)
-    if limits.reach is not None and data is not None:
+    if cls.reach is not None and data is not None:
         n_states = int(read_metadata(data)["n_states"])
-        if T + limits.reach > n_states:
+        if T + cls.reach > n_states:
             raise VPIntegratorError(
                 f"{req.label}: context_len = {T} is longer than the trajectories of {data} allow "
-                f"({n_states} states; this row needs context_len + {limits.reach}); give context_len <= "
-                f"{n_states - limits.reach}", key="context_len")
-    if limits.validates and val.size == 0:
+                f"({n_states} states; this row needs context_len + {cls.reach}); give context_len <= "
+                f"{n_states - cls.reach}", key="context_len")
+    if cls.validates and val.size == 0:
         if train.size < 2:
             raise VPIntegratorError(f"{req.label}: one training trajectory and no validation one; give data "
                                     "with more trajectories", key="integrators")
         n_val = max(1, train.size // 10)
         train, val = train[:-n_val], train[-n_val:]
-    held = f", {val.size} validation" if limits.validates else ""
-    return RowData(_seen(req, _trajectories(data, train, limits.max_fit_states)),
-                   _seen(req, _trajectories(data, val, max_traj=limits.max_val_traj, n_steps=limits.val_steps(T))),
+    held = f", {val.size} validation" if cls.validates else ""
+    return RowData(_seen(req, _trajectories(data, train, cls.max_fit_states)),
+                   _seen(req, _trajectories(data, val, max_traj=cls.max_val_traj, n_steps=cls.val_steps(T))),
                    T, int(req.system.dim), req.dt, req.integrator,
                    f"{split.source}: {train.size} training{held} trajectories of {data}", _names(req, data))
 
@@ -204,37 +203,10 @@ def _row_data(req: RowRequest, limits: Any) -> Any:
 def _fitted(name: str) -> Callable[[RowRequest], StepMap]:
     """The builder of the fitted row ``name``: its registered class's ``for_row`` on ``_row_data``."""
     def build(req: RowRequest) -> StepMap:
-        from ..models.fitted import fitted_class
-
         cls = fitted_class(name)
         return cls.for_row(_row_data(req, cls))
 
     return build
-
-
-class _DelaySindyLimits:
-    """delay_sindy+METHOD's limits (``_row_data``) until it is a registered fitted model."""
-
-    reach, validates = 2, True
-
-    def __init__(self) -> None:
-        from .sindy import MAX_FIT_STATES, MAX_VAL_TRAJ
-
-        self.max_fit_states, self.max_val_traj = MAX_FIT_STATES, MAX_VAL_TRAJ
-
-    @staticmethod
-    def val_steps(T: int) -> int:
-        from .sindy import VAL_STEPS
-
-        return T - 1 + VAL_STEPS
-
-
-def _delay_sindy(req: RowRequest) -> StepMap:
-    from .delay_sindy import DelaySindyStep
-
-    d = _row_data(req, _DelaySindyLimits())
-    return DelaySindyStep(d.train, d.val, str(req.integrator), req.dt, context_len=d.context_len, dim=d.dim,
-                          source=d.source, component_names=d.component_names)
 
 
 #: the rows of one observed state that ``estimate+ROW`` starts from a whole-window estimate (``WindowEstimatedStep``)
@@ -264,9 +236,6 @@ ROW_KINDS: dict[str, RowKind] = {
        for how in IDENTIFY_METHODS},
     **{name: RowKind(name, cls.takes_integrator, True, _fitted(name), cls.summary, cls.needs)
        for name, cls in ((n, fitted_class(n)) for n in list_fitted())},
-    "delay_sindy": RowKind("delay_sindy", True, True, _delay_sindy, "SINDy on the delay vectors of context_len "
-                           "states (library and threshold by validation rollout), integrated by METHOD",
-                           needs='pysindy: pip install "vpintegrator[sindy]"'),
     "gle": RowKind("gle", False, False, gle_row, GLE_SUMMARY, needs="kac_zwanzig data (sampler 'particle') observed in "
                    "q0,p0"),
     "bath": RowKind("bath", True, False, bath_row, BATH_SUMMARY, needs="kac_zwanzig or particle_chain observed in "

@@ -528,6 +528,7 @@ class SindyStep(FittedModel):
     takes_integrator = True
     summary = "SINDy on the training trajectories (library and threshold by validation rollout), integrated by METHOD"
     needs = f"pysindy: {INSTALL}"
+    requires = "pysindy"
     max_fit_states = MAX_FIT_STATES
     max_val_traj = MAX_VAL_TRAJ
 

@@ -138,13 +138,12 @@ def rollout_rows(names: list[str], system: Any, train: Path, context_len: int, s
 def fitted_steps(system: Any, train: Path, split: Any, T: int) -> dict[str, Any]:
     """The fitted rows at window ``T`` (``FITTED``; delay SINDy up to ``SINDY_MAX_T``, on the polynomial
     libraries ``SINDY_LIBRARIES``, and only with pysindy), fitted on ``split`` of the training file."""
-    import importlib.util
+    from ...models import fitted_class
 
-    names = [name for name in FITTED if T in windows_of(name, [T])
-             and (not name.startswith("delay_sindy") or importlib.util.find_spec("pysindy") is not None)]
+    names = [name for name in FITTED if T in windows_of(name, [T]) and fitted_class(name).available()]
     rows = rollout_rows(names, system, train, T, split)
-    for name, step in rows.items():
-        if name.startswith("delay_sindy"):
+    for step in rows.values():
+        if hasattr(step, "restrict"):  # the SINDy grid narrowed to the polynomial libraries
             step.restrict(list(SINDY_LIBRARIES))
     return rows
 
