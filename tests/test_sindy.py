@@ -231,3 +231,29 @@ def test_equations_name_the_components_of_a_data_only_file(tmp_path):
                                         fit_on_data=True))
     equations = read_rollout(report.out).methods["sindy+rk4"].meta["sindy_equations"].splitlines()
     assert equations == ["wx' = 0.500000 wy wz", "wy' = -1.000000 wx wz", "wz' = 0.500000 wx wy"]
+
+
+def test_the_record_is_made_once_per_fit(monkeypatch):
+    """A fitted row's ``describe`` builds its SINDy record (equations, JSON) once, not at every rollout; a new fit
+    makes it again."""
+    import dataclasses
+
+    from vpintegrator.rollout import sindy as sindy_mod
+
+    made = []
+    real = sindy_mod.sindy_record
+    monkeypatch.setattr(sindy_mod, "sindy_record", lambda *a, **k: made.append(1) or real(*a, **k))
+
+    class _Step:
+        integrator = "rk4"
+        fit = sindy_mod.SindyFit("poly1", 1e-3, None, 0, 0.5)
+        candidates = [fit]
+
+    step = _Step()
+    first = sindy_mod.kept_record(step, ("x",))
+    assert sindy_mod.kept_record(step, ("x",)) is first and len(made) == 1
+    step.fit = dataclasses.replace(step.fit, score=0.25)
+    step.candidates = [step.fit]
+    again = sindy_mod.kept_record(step, ("x",))
+    assert len(made) == 2 and again is not first and '"validation_error": 0.25' in again["sindy_candidates"]
+    assert sindy_mod.kept_record(step, ("y",)) is not again and len(made) == 3

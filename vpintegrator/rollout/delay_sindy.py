@@ -301,7 +301,7 @@ class DelaySindyStep(FittedModel):
                 f"({len(self.candidates)} tried)")
 
     def describe(self) -> dict[str, Any]:
-        from .sindy import sindy_record
+        from .sindy import kept_record
 
         runner = "numpy" if self._inner is None else self._inner.describe().get("runner", "numpy")
         info: dict[str, Any] = {**super().describe(), "integrator": self.integrator, "runner": runner,
@@ -309,8 +309,7 @@ class DelaySindyStep(FittedModel):
         if self.source:
             info["fit_source"] = self.source
         if self._fitted:
-            info.update(sindy_record(self.fit, self.candidates, self.integrator,
-                                     delay_names(self.component_names, self.seq_len, self.dim)),
+            info.update(kept_record(self, delay_names(self.component_names, self.seq_len, self.dim)),
                         fit_seconds=float(self.fit_seconds), fit_clock="process_cpu", sindy_budget=self.budget,
                         sindy_identity_validation_error=float(self.identity_score), sindy_skill=bool(self.skill))
         else:

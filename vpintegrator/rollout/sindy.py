@@ -460,6 +460,20 @@ def sindy_record(fit: SindyFit | None, candidates: Sequence[SindyFit], integrato
     return info
 
 
+def kept_record(step: Any, names: Sequence[str]) -> dict[str, Any]:
+    """``step``'s ``sindy_record``, made once per fit and kept on the step (its equations and JSON are built once,
+    not at every rollout's ``describe``); made again when ``step.fit`` or a candidate is another object (the fits
+    are frozen) or the integrator or names differ."""
+    names = tuple(names)
+    kept = getattr(step, "_kept_record", None)
+    if (kept is None or kept[0] is not step.fit or len(kept[1]) != len(step.candidates)
+            or any(a is not b for a, b in zip(kept[1], step.candidates)) or kept[2] != (step.integrator, names)):
+        kept = (step.fit, tuple(step.candidates), (step.integrator, names),
+                sindy_record(step.fit, step.candidates, step.integrator, names))
+        step._kept_record = kept
+    return kept[3]
+
+
 def sindy_state(fit: SindyFit | None, candidates: Sequence[SindyFit], config: dict[str, Any]
                 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """``config`` with the chosen fit's and the candidates' library, threshold, terms and score, and the chosen
@@ -684,8 +698,8 @@ class SindyStep(FittedModel):
         if self.source:
             info["fit_source"] = self.source
         if self._fitted:
-            info.update(sindy_record(self.fit, self.candidates, self.integrator, self.component_names),
-                        fit_seconds=float(self.fit_seconds), fit_clock="process_cpu")
+            info.update(kept_record(self, self.component_names), fit_seconds=float(self.fit_seconds),
+                        fit_clock="process_cpu")
         if self.fit is None and self.failure_reason:
             info["fit_failure"] = self.failure_reason
         return info
