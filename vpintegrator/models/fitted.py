@@ -5,7 +5,7 @@ them, and the registry the rollout engine picks them from by name.
 A fitted model is a [`StepMap`][vpintegrator.stepping.StepMap] (the engine runs it as it runs a network's
 ``ModelStep``) that also has
 
-- ``FittedModel.fit(train, val, **options)``: built on the training trajectories (n_train, K, dim) and the held-out
+- ``FittedModel.fit_on(train, val, **options)``: built on the training trajectories (n_train, K, dim) and the held-out
   validation ones, and fitted (a row built by the engine fits once, in its ``start``: ``fit_now``);
 - ``describe()``: what the rollout file records (the fit's choice, its score, ``fit_seconds``);
 - ``save(path)`` / ``load_fitted(path)``: one ``.npz`` file, ``{"format": "vpintegrator-fitted", "version": 1,
@@ -109,13 +109,14 @@ class FittedModel(StepMap):
         raise NotImplementedError
 
     @classmethod
-    def fit(cls, train: Any, val: Any = None, **options: Any) -> "FittedModel":
+    def fit_on(cls, train: Any, val: Any = None, **options: Any) -> "FittedModel":
         """A model of this kind built on ``train`` (n_train, K, dim) and ``val`` (held out; a kind that does not
         ``validate`` takes none), fitted now."""
         if not cls.validates and val is not None:
             raise VPIntegratorError(f"{cls.row}: selects nothing, so takes no validation trajectories; give val=None",
                                     key="val")
-        model = cls(train, **options) if not cls.validates else cls(train, val, **options)
+        make: Any = cls  # a subclass takes its data and options; the base takes none
+        model = make(train, **options) if not cls.validates else make(train, val, **options)
         model.fit_now()
         return model
 
@@ -145,7 +146,7 @@ class FittedModel(StepMap):
                 np.savez(fh, format=np.array(FITTED_FORMAT), version=np.array(FITTED_FORMAT_VERSION),
                          kind=np.array(self.row), module=np.array(type(self).__module__),
                          config=np.array(json.dumps(config)),
-                         **{f"a_{k}": v for k, v in arrays.items()})
+                         **{f"a_{k}": v for k, v in arrays.items()})  # type: ignore[arg-type]
         return target
 
 

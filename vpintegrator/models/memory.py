@@ -438,7 +438,7 @@ class WindowRegressionStep(FittedModel):
         model._fitted = True
         return model
 
-    def __init__(self, train: np.ndarray | Callable[[], np.ndarray],
+    def __init__(self, train: np.ndarray | Callable[[], np.ndarray] | None,
                  val: np.ndarray | Callable[[], np.ndarray] | None = None, context_len: int = 3,
                  dim: int | None = None, source: str = "") -> None:
         if isinstance(context_len, bool) or not isinstance(context_len, (int, np.integer)) or context_len < 1:
@@ -458,7 +458,7 @@ class WindowRegressionStep(FittedModel):
         self.pred_window: int = 1
         self.name: str = self.row
         self.source = source
-        self.fit: MemoryFit | None = None
+        self.fit: MemoryFit | None = None  # type: ignore[assignment]  # the instance's fit; the class's is fit_on
         self.candidates: list[MemoryFit] = []
         self.fit_seconds = math.nan
         #: the identity map's score on the validation windows (NaN: no validation)
@@ -749,18 +749,18 @@ class DelayDMDStep(WindowRegressionStep):
         return _reduced_rollout(fit, state, m, self.dim)
 
     def _begin(self) -> None:
-        self._state0 = None if self.fit is None else _reduced_start(self.fit, self._window0)
-        self._state = None if self._state0 is None else self._state0.copy()
+        self._z0 = None if self.fit is None else _reduced_start(self.fit, self._window0)
+        self._z = None if self._z0 is None else self._z0.copy()
 
     def generate(self, n: int) -> np.ndarray:
-        if self.fit is None or self._state is None:
+        if self.fit is None or self._z is None:
             return np.full((self._window0.shape[0], n, self.dim), np.nan)
-        return _reduced_rollout(self.fit, self._state, n, self.dim)
+        return _reduced_rollout(self.fit, self._z, n, self.dim)
 
     def reset(self, rows: np.ndarray) -> None:
-        if self._state is not None and self._state0 is not None:
+        if self._z is not None and self._z0 is not None:
             rows = np.asarray(rows, dtype=np.int64)
-            self._state[rows] = self._state0[rows]
+            self._z[rows] = self._z0[rows]
 
     def log_abs_det_jacobian(self, windows: np.ndarray) -> np.ndarray:
         """log|det| of the DMD map on its delay vectors, det A_r (−inf below full rank)."""

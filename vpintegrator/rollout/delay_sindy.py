@@ -127,7 +127,8 @@ class DelaySindyStep(FittedModel):
         model._fitted = True
         return model
 
-    def __init__(self, train: np.ndarray | Callable[[], np.ndarray], val: np.ndarray | Callable[[], np.ndarray],
+    def __init__(self, train: np.ndarray | Callable[[], np.ndarray] | None,
+                 val: np.ndarray | Callable[[], np.ndarray] | None,
                  integrator: str, dt: float, context_len: int = 2, dim: int | None = None, source: str = "", *,
                  libraries: Sequence[Any] | None = None, thresholds: Sequence[float] | None = None,
                  optimizer: Any = None, component_names: Sequence[str] = (), compiled: bool = True,

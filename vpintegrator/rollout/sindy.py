@@ -65,6 +65,7 @@ from ..config import distinct
 from ..errors import VPIntegratorError, finite_float
 from ..systems.base import System
 from ..models.fitted import FittedModel, RowData, nan_none, none_nan
+from ..stepping import StepMap
 from .sindy_library import (INSTALL, MAX_FEATURES, Library, _label, _library_of, _one_line, library, library_size,
                             require_pysindy)
 
@@ -322,7 +323,7 @@ def _fit(z: np.ndarray, zdot: np.ndarray, label: str, lib: Library, threshold: f
             warnings.simplefilter("ignore")
             with np.errstate(all="ignore"):
                 if optimizer is None and available():
-                    xi = stlsq(theta, zdot, float(threshold), RIDGE, opt.max_iter)  # (n_features, dim)
+                    xi = stlsq(theta, zdot, float(opt.threshold), RIDGE, opt.max_iter)  # (n_features, dim)
                 else:
                     xi = np.asarray(opt.fit(theta, zdot).coef_, dtype=np.float64).T
     except (MemoryError, KeyboardInterrupt):
@@ -577,7 +578,8 @@ class SindyStep(FittedModel):
     name: str
     source: str
 
-    def __init__(self, train: np.ndarray | Callable[[], np.ndarray], val: np.ndarray | Callable[[], np.ndarray],
+    def __init__(self, train: np.ndarray | Callable[[], np.ndarray] | None,
+                 val: np.ndarray | Callable[[], np.ndarray] | None,
                  integrator: str, dt: float, dim: int | None = None, source: str = "", *,
                  libraries: Sequence[Any] | None = None, thresholds: Sequence[float] | None = None,
                  optimizer: Any = None, component_names: Sequence[str] = ()) -> None:
