@@ -130,7 +130,7 @@ class FittedModel(StepMap):
         raise NotImplementedError
 
     @classmethod
-    def _restore(cls, config: dict[str, Any], arrays: dict[str, np.ndarray]) -> "FittedModel":
+    def _restore(cls, settings: dict[str, Any], arrays: dict[str, np.ndarray]) -> "FittedModel":
         """The model ``_state`` describes, fitted (no data read, no refit)."""
         raise NotImplementedError
 

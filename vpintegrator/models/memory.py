@@ -429,12 +429,12 @@ class WindowRegressionStep(FittedModel):
         return config, {} if fit is None else {k: v for k in _ARRAYS if (v := getattr(fit, k)) is not None}
 
     @classmethod
-    def _restore(cls, config: dict[str, Any], arrays: dict[str, np.ndarray]) -> "WindowRegressionStep":
-        model = cls(None, None, context_len=int(config["context_len"]), dim=int(config["dim"]),
-                    source=str(config["source"]))
-        model.candidates = [MemoryFit.from_record(c) for c in config["candidates"]]
-        model.fit = None if config["fit"] is None else MemoryFit.from_record(config["fit"], **arrays)
-        model.fit_seconds, model.identity_score = none_nan(config["fit_seconds"]), none_nan(config["identity_score"])
+    def _restore(cls, settings: dict[str, Any], arrays: dict[str, np.ndarray]) -> "WindowRegressionStep":
+        model = cls(None, None, context_len=int(settings["context_len"]), dim=int(settings["dim"]),
+                    source=str(settings["source"]))
+        model.candidates = [MemoryFit.from_record(c) for c in settings["candidates"]]
+        model.fit = None if settings["fit"] is None else MemoryFit.from_record(settings["fit"], **arrays)
+        model.fit_seconds, model.identity_score = none_nan(settings["fit_seconds"]), none_nan(settings["identity_score"])
         model._fitted = True
         return model
 

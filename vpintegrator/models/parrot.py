@@ -68,8 +68,8 @@ class ParrotStep(FittedModel):
         return {"context_len": self.seq_len, "dim": self.dim, "source": self.source}, {"context": self._y}
 
     @classmethod
-    def _restore(cls, config: dict[str, Any], arrays: dict[str, np.ndarray]) -> "ParrotStep":
-        return cls(arrays["context"], int(config["context_len"]), int(config["dim"]), str(config["source"]))
+    def _restore(cls, settings: dict[str, Any], arrays: dict[str, np.ndarray]) -> "ParrotStep":
+        return cls(arrays["context"], int(settings["context_len"]), int(settings["dim"]), str(settings["source"]))
 
     def __init__(self, train: np.ndarray | Callable[[], np.ndarray], context_len: int = 3, dim: int | None = None,
                  source: str = "") -> None:

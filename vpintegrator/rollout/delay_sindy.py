@@ -114,16 +114,16 @@ class DelaySindyStep(FittedModel):
             "fit_seconds": nan_none(self.fit_seconds), "identity_score": nan_none(self.identity_score)})
 
     @classmethod
-    def _restore(cls, config: dict[str, Any], arrays: dict[str, np.ndarray]) -> "DelaySindyStep":
+    def _restore(cls, settings: dict[str, Any], arrays: dict[str, np.ndarray]) -> "DelaySindyStep":
         from .sindy import sindy_restore
 
-        model = cls(None, None, config["integrator"], config["dt"], int(config["context_len"]), int(config["dim"]),
-                    config["source"], component_names=config["component_names"], compiled=config["compiled"],
-                    max_candidates=config["max_candidates"], max_fit_seconds=config["max_fit_seconds"],
-                    libraries=config["grid"][0], thresholds=config["grid"][1])
+        model = cls(None, None, settings["integrator"], settings["dt"], int(settings["context_len"]), int(settings["dim"]),
+                    settings["source"], component_names=settings["component_names"], compiled=settings["compiled"],
+                    max_candidates=settings["max_candidates"], max_fit_seconds=settings["max_fit_seconds"],
+                    libraries=settings["grid"][0], thresholds=settings["grid"][1])
         T, k = model.seq_len, model.dim
-        model.fit, model.candidates = sindy_restore(config, arrays, delay_names(model.component_names, T, k))
-        model.fit_seconds, model.identity_score = none_nan(config["fit_seconds"]), none_nan(config["identity_score"])
+        model.fit, model.candidates = sindy_restore(settings, arrays, delay_names(model.component_names, T, k))
+        model.fit_seconds, model.identity_score = none_nan(settings["fit_seconds"]), none_nan(settings["identity_score"])
         model._fitted = True
         return model
 

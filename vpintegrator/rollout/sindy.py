@@ -475,14 +475,14 @@ def kept_record(step: Any, names: Sequence[str]) -> dict[str, Any]:
     return kept[3]
 
 
-def sindy_state(fit: SindyFit | None, candidates: Sequence[SindyFit], config: dict[str, Any]
+def sindy_state(fit: SindyFit | None, candidates: Sequence[SindyFit], settings: dict[str, Any]
                 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """``config`` with the chosen fit's and the candidates' library, threshold, terms and score, and the chosen
+    """``settings`` with the chosen fit's and the candidates' library, threshold, terms and score, and the chosen
     field's arrays (``powers``, ``coefficients``): what a SINDy row saves (``FittedModel.save``)."""
     def scalars(f: SindyFit) -> list[Any]:
         return [f.library, nan_none(f.threshold), f.n_terms, nan_none(f.score)]
 
-    out = {**config, "candidates": [scalars(f) for f in candidates], "fit": None if fit is None else scalars(fit)}
+    out = {**settings, "candidates": [scalars(f) for f in candidates], "fit": None if fit is None else scalars(fit)}
     if fit is None or fit.field is None:
         return out, {}
     lib = fit.field.library
@@ -490,23 +490,23 @@ def sindy_state(fit: SindyFit | None, candidates: Sequence[SindyFit], config: di
     return out, {"powers": lib.powers, "coefficients": fit.field.coefficients}
 
 
-def sindy_restore(config: dict[str, Any], arrays: dict[str, np.ndarray], names: Sequence[str] = ()
+def sindy_restore(settings: dict[str, Any], arrays: dict[str, np.ndarray], names: Sequence[str] = ()
                   ) -> tuple[SindyFit | None, list[SindyFit]]:
     """The chosen fit and the candidates ``sindy_state`` wrote (the candidates without their fields)."""
     def fit(values: list[Any], field: SindyField | None) -> SindyFit:
         library, threshold, n_terms, score = values
         return SindyFit(library, none_nan(threshold), field, int(n_terms), none_nan(score))
 
-    candidates = [fit(c, None) for c in config["candidates"]]
-    if config["fit"] is None:
+    candidates = [fit(c, None) for c in settings["candidates"]]
+    if settings["fit"] is None:
         return None, candidates
     field = None
     if "coefficients" in arrays:
-        lib = config["library"]
+        lib = settings["library"]
         library = Library(lib["name"], int(arrays["powers"].shape[1]), arrays["powers"], tuple(lib["sin"]),
                           tuple(lib["cos"]), tuple(lib["exp"]))
         field = SindyField(library=library, coefficients=arrays["coefficients"], component_names=tuple(names))
-    return fit(config["fit"], field), candidates
+    return fit(settings["fit"], field), candidates
 
 
 # --------------------------------------------------------------------------- the step map
@@ -562,11 +562,11 @@ class SindyStep(FittedModel):
             "component_names": list(self.component_names), "fit_seconds": nan_none(self.fit_seconds)})
 
     @classmethod
-    def _restore(cls, config: dict[str, Any], arrays: dict[str, np.ndarray]) -> "SindyStep":
-        model = cls(None, None, config["integrator"], config["dt"], dim=int(config["dim"]), source=config["source"],
-                    component_names=config["component_names"])
-        model.fit, model.candidates = sindy_restore(config, arrays, model.component_names)
-        model.fit_seconds, model._fitted = none_nan(config["fit_seconds"]), True
+    def _restore(cls, settings: dict[str, Any], arrays: dict[str, np.ndarray]) -> "SindyStep":
+        model = cls(None, None, settings["integrator"], settings["dt"], dim=int(settings["dim"]), source=settings["source"],
+                    component_names=settings["component_names"])
+        model.fit, model.candidates = sindy_restore(settings, arrays, model.component_names)
+        model.fit_seconds, model._fitted = none_nan(settings["fit_seconds"]), True
         return model
 
     #: set by __init__ (declared for type checkers)
