@@ -60,6 +60,19 @@ class RowData:
     component_names: tuple[str, ...] = ()
 
 
+#: a fitted row has skill when its validation score is below this fraction of the identity map's on the same windows
+SKILL_FRACTION = 0.5
+
+
+def skill_of(score: float | None, identity: float) -> bool | None:
+    """Whether a fitted row's chosen validation ``score`` (None: no model) shows skill: below ``SKILL_FRACTION``
+    times the ``identity`` map's score on the same validation windows; None when there was no validation (NaN
+    ``identity``)."""
+    if not math.isfinite(identity):
+        return None
+    return score is not None and math.isfinite(score) and score < SKILL_FRACTION * identity
+
+
 class FittedModel(StepMap):
     """The contract of a fitted row (module docstring). A subclass sets ``row`` (and so registers) and the class
     attributes below, and defines ``fit_now``, ``for_row``, ``_state`` and ``_restore``."""
@@ -119,6 +132,15 @@ class FittedModel(StepMap):
         model = make(train, **options) if not cls.validates else make(train, val, **options)
         model.fit_now()
         return model
+
+    @property
+    def skill(self) -> bool | None:
+        """Whether the fit has skill (``skill_of``) for a kind that scores the identity map on its validation
+        (``identity_score``); None before the fit and for the other kinds."""
+        if not getattr(self, "_fitted", False) or not hasattr(self, "identity_score"):
+            return None
+        fit = getattr(self, "fit", None)
+        return skill_of(None if fit is None else fit.score, self.identity_score)
 
     def fit_now(self) -> Any:
         """Fit (once) and return the fit (None: no candidate with skill)."""

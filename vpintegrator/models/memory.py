@@ -64,7 +64,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import VPIntegratorError, finite_float
-from .fitted import FittedModel, RowData, nan_none, none_nan
+from .fitted import SKILL_FRACTION, FittedModel, RowData, nan_none, none_nan, skill_of  # noqa: F401
 
 __all__ = ["RIDGES", "NARX_LIBRARIES", "VAL_STEPS", "MAX_VAL_TRAJ", "MAX_RANKS", "MAX_FEATURES", "MAX_FIT_WINDOWS",
            "MAX_RECORDED", "CENTRED", "SKILL_FRACTION", "skill_of", "check_trajectories", "window_pairs",
@@ -86,8 +86,6 @@ MAX_FEATURES = 1000
 MAX_FIT_WINDOWS = 200_000
 #: the coefficients (and delay DMD's modes) are recorded (JSON) when there are at most this many numbers
 MAX_RECORDED = 2000
-#: a fitted row has skill when its validation score is below this fraction of the identity map's on the same windows
-SKILL_FRACTION = 0.5
 #: delay DMD's record of its centring (``memory_dmd_centred``)
 CENTRED = ("centred: the delay vectors minus their training means, h' = mu_Y + A_r (h - mu_X) (an affine map; "
            "PyDMD's DMD fits the vectors as they are, a linear map h' = A h)")
@@ -250,15 +248,6 @@ def window_score(pred: np.ndarray, truth: np.ndarray) -> float:
         err = np.linalg.norm(pred - truth, axis=-1).max(axis=1) / np.maximum(rms, 1e-300)
     err = np.where(np.isfinite(err), err, 1.0)
     return float(np.mean(np.minimum(err, 1.0)))
-
-
-def skill_of(score: float | None, identity: float) -> bool | None:
-    """Whether a fitted row's chosen validation ``score`` (None: no model) shows skill: below ``SKILL_FRACTION``
-    times the ``identity`` map's score on the same validation windows; None when there was no validation (NaN
-    ``identity``)."""
-    if not math.isfinite(identity):
-        return None
-    return score is not None and math.isfinite(score) and score < SKILL_FRACTION * identity
 
 
 def _ridge(value: Any) -> float:
@@ -562,13 +551,6 @@ class WindowRegressionStep(FittedModel):
                 J[:, :, b] += (_monomials(x, p) * coef) @ fit.P
         sign, logdet = np.linalg.slogdet(J)
         return np.where(sign != 0, logdet, -np.inf)
-
-    @property
-    def skill(self) -> bool | None:
-        """Whether the fit has skill (module docstring, "Skill"); None before the fit or without validation."""
-        if not self._fitted:
-            return None
-        return skill_of(None if self.fit is None else self.fit.score, self.identity_score)
 
     @property
     def failure_reason(self) -> str | None:

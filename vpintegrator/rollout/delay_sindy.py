@@ -284,16 +284,6 @@ class DelaySindyStep(FittedModel):
         return "candidates" if len(self.candidates) >= (self.max_candidates or math.inf) else "cpu"
 
     @property
-    def skill(self) -> bool | None:
-        """Whether the fit has skill (below ``SKILL_FRACTION`` of the identity map's validation score); None before
-        the fit."""
-        from ..models.memory import skill_of
-
-        if not self._fitted:
-            return None
-        return skill_of(None if self.fit is None else self.fit.score, self.identity_score)
-
-    @property
     def failure_reason(self) -> str | None:
         """Why the row has no model (None when it has one or has not been fitted)."""
         if not self._fitted or self.fit is not None:
