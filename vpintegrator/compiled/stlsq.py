@@ -30,12 +30,12 @@ REFIT_CUTOFF = 1e-6
 
 
 @jit
-def _triangle(a: np.ndarray, p: int) -> np.ndarray:
-    """Householder QR of the columns 0..p-1 of ``a`` (shape (p + m, n): the columns of [Θ | ż] as rows), the
-    reflections applied to the m right-hand sides too: the first min(n, p) rows of [R | Qᵀż], shape (r, p + m)."""
+def _householder(a: np.ndarray, p: int) -> None:
+    """Householder QR, in place, of the columns 0..p-1 of ``a`` (shape (p + m, n): the columns of a matrix and its
+    m right-hand sides as rows), the reflections applied to the right-hand sides too: R and Qᵀb in the first
+    min(n, p) entries of each row (below the diagonal, the rest of Qᵀb; the reflectors are not kept)."""
     ncol, n = a.shape
-    r = min(n, p)
-    for k in range(r):
+    for k in range(min(n, p)):
         norm2 = 0.0
         for i in range(k, n):
             norm2 += a[k, i] * a[k, i]
@@ -54,6 +54,15 @@ def _triangle(a: np.ndarray, p: int) -> np.ndarray:
             for i in range(k, n):
                 a[j, i] -= s * a[k, i]
         a[k, k] = alpha
+
+
+@jit
+def _triangle(a: np.ndarray, p: int) -> np.ndarray:
+    """``_householder`` of ``a`` (shape (p + m, n): the columns of [Θ | ż] as rows): the first min(n, p) rows of
+    [R | Qᵀż], shape (r, p + m)."""
+    ncol, n = a.shape
+    r = min(n, p)
+    _householder(a, p)
     out = np.zeros((r, ncol))
     for i in range(r):
         for j in range(i, ncol):
@@ -75,25 +84,7 @@ def _ridge(rq: np.ndarray, target: int, cols: np.ndarray, alpha: float) -> np.nd
         m[j, r + j] = np.sqrt(alpha)
     for i in range(r):
         m[s, i] = rq[i, target]
-    for k in range(s):
-        norm2 = 0.0
-        for i in range(k, rows):
-            norm2 += m[k, i] * m[k, i]
-        norm = np.sqrt(norm2)
-        if norm == 0.0:
-            continue
-        beta = -norm if m[k, k] >= 0.0 else norm
-        v0 = m[k, k] - beta
-        vv = norm2 - m[k, k] * m[k, k] + v0 * v0
-        m[k, k] = v0
-        for j in range(k + 1, s + 1):
-            t = 0.0
-            for i in range(k, rows):
-                t += m[k, i] * m[j, i]
-            t = 2.0 * t / vv
-            for i in range(k, rows):
-                m[j, i] -= t * m[k, i]
-        m[k, k] = beta
+    _householder(m, s)
     c = np.zeros(s)
     for k in range(s - 1, -1, -1):
         if m[k, k] == 0.0:  # only without a ridge: a column of zeros keeps a 0
