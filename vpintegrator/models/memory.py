@@ -396,6 +396,8 @@ class WindowRegressionStep(FittedModel):
         k; needed with a callable ``train``.
     source : str
         Where the training trajectories come from (recorded as ``fit_source``).
+    **grid
+        The row's candidate grid (``ridges``, ``libraries``, ``ranks``: each row's own), checked here.
     """
 
     reach = 1
@@ -429,7 +431,7 @@ class WindowRegressionStep(FittedModel):
 
     def __init__(self, train: np.ndarray | Callable[[], np.ndarray] | None,
                  val: np.ndarray | Callable[[], np.ndarray] | None = None, context_len: int = 3,
-                 dim: int | None = None, source: str = "") -> None:
+                 dim: int | None = None, source: str = "", **grid: Any) -> None:
         if isinstance(context_len, bool) or not isinstance(context_len, (int, np.integer)) or context_len < 1:
             raise VPIntegratorError(f"{self.row}: context_len must be an int >= 1; got {context_len!r}",
                                     key="context_len")
@@ -453,8 +455,9 @@ class WindowRegressionStep(FittedModel):
         #: the identity map's score on the validation windows (NaN: no validation)
         self.identity_score = math.nan
         self._fitted = False
+        self._set_grid(**grid)  # the row's candidates (ridges, libraries, ranks), checked now
 
-    # -- what each row defines
+    # -- what each row defines (and ``_set_grid``, its options' candidates)
     def _candidates(self, train: np.ndarray) -> list[MemoryFit]:
         raise NotImplementedError
 
@@ -616,9 +619,8 @@ class NARXStep(WindowRegressionStep):
     summary = ("the arx window plus polynomial terms (degree 2 ... D) of the newest state; library and ridge by "
                "validation rollout")
 
-    def __init__(self, train, val=None, context_len: int = 3, dim: int | None = None, source: str = "", *,
-                 libraries: Sequence[str] | str | None = None, ridges: Sequence[float] | float | None = None) -> None:
-        super().__init__(train, val, context_len, dim, source)
+    def _set_grid(self, libraries: Sequence[str] | str | None = None,
+                  ridges: Sequence[float] | float | None = None) -> None:
         self._libraries = self._library_grid(libraries)
         self._ridges = [_ridge(r) for r in _as_grid(ridges, RIDGES, "ridges")]
 
@@ -665,9 +667,8 @@ class ARXStep(NARXStep):
     summary = ("linear memory: the next state a linear function of the last context_len states (least squares on "
                "the training windows, ridge by validation rollout)")
 
-    def __init__(self, train, val=None, context_len: int = 3, dim: int | None = None, source: str = "", *,
-                 ridges: Sequence[float] | float | None = None) -> None:
-        super().__init__(train, val, context_len, dim, source, ridges=ridges)
+    def _set_grid(self, ridges: Sequence[float] | float | None = None) -> None:
+        super()._set_grid(None, ridges)
 
     def _library_grid(self, libraries: Any) -> list[tuple[str, np.ndarray]]:
         return [("", np.zeros((0, self.dim), dtype=np.int64))]
@@ -683,9 +684,7 @@ class DelayDMDStep(WindowRegressionStep):
     summary = ("Hankel / delay DMD: exact DMD of the delay vectors of context_len states, truncated to the rank "
                "chosen by validation rollout")
 
-    def __init__(self, train, val=None, context_len: int = 3, dim: int | None = None, source: str = "", *,
-                 ranks: Sequence[int] | int | None = None) -> None:
-        super().__init__(train, val, context_len, dim, source)
+    def _set_grid(self, ranks: Sequence[int] | int | None = None) -> None:
         p = self.seq_len * self.dim
         if ranks is None:
             grid = (list(range(1, p + 1)) if p <= MAX_RANKS else
