@@ -143,6 +143,18 @@ def lean_gl4_fixed(p, y, h, n, tol, max_iter, tab, out):
     return n
 
 
+def interleaved(repeats: int, *fns) -> list[float]:
+    """The least thread CPU time of each of ``fns`` (no arguments) over ``repeats`` rounds, the fns alternating within
+    a round (a load change hits them alike)."""
+    best = [math.inf] * len(fns)
+    for _ in range(repeats):
+        for i, fn in enumerate(fns):
+            tic = thread_cpu()
+            fn()
+            best[i] = min(best[i], thread_cpu() - tic)
+    return best
+
+
 def fixed_point_lean(stepper):
     """``run(y, n, out) -> steps done``: the plain fixed point of ``stepper``'s method (rigid body) at its h and tol."""
     p, h, tol, max_iter = stepper.params, stepper.dt, stepper.tol, stepper.max_iter
@@ -168,14 +180,8 @@ def implicit_fixed_point(h: float, steps: int, repeats: int) -> list[tuple[str, 
         stepper.step_block(y0.copy(), steps, want)
         if lean(y0.copy(), steps, got) != steps:
             raise SystemExit(f"bench_engine.py: the plain fixed point of {method} did not converge at h = {h:g}")
-        best = [math.inf, math.inf]
-        for _ in range(repeats):
-            tic = thread_cpu()
-            stepper.step_block(y0.copy(), steps, np.empty((steps, 3)))
-            best[0] = min(best[0], thread_cpu() - tic)
-            tic = thread_cpu()
-            lean(y0.copy(), steps, np.empty((steps, 3)))
-            best[1] = min(best[1], thread_cpu() - tic)
+        best = interleaved(repeats, lambda: stepper.step_block(y0.copy(), steps, np.empty((steps, 3))),
+                           lambda: lean(y0.copy(), steps, np.empty((steps, 3))))
         rows.append((method, best[0], best[1], float(np.max(np.abs(want - got)))))
     return rows
 
@@ -194,16 +200,12 @@ def fixed_cost(system_name: str, h: float, method: str, calls: int, repeats: int
     out = np.empty((calls, system.dim))
     vp.integrate(system, y0, h, 1, method=method)
     stepper.step_block(y0[0].copy(), calls, out)
-    best_call, best_step = math.inf, math.inf
-    for _ in range(repeats):
-        tic = thread_cpu()
+    def one_step_calls():
         for _ in range(calls):
             vp.integrate(system, y0, h, 1, method=method)
-        best_call = min(best_call, (thread_cpu() - tic) / calls)
-        y = y0[0].copy()
-        tic = thread_cpu()
-        stepper.step_block(y, calls, out)
-        best_step = min(best_step, (thread_cpu() - tic) / calls)
+
+    best_call, best_step = (t / calls for t in interleaved(
+        repeats, one_step_calls, lambda: stepper.step_block(y0[0].copy(), calls, out)))
     return best_call - best_step, best_call
 
 
@@ -220,15 +222,9 @@ def call_alone(system_name: str, h: float, method: str, steps: int, repeats: int
     stepper = compiled_stepper(system, method, h)
     held = vp.integrate(system, y0[None], h, steps, method=method)
     assert held.meta["runner"] == "numba" and held.t.shape == (held.n_states,)
-    best = [math.inf, math.inf]
-    for _ in range(repeats):
-        tic = thread_cpu()
-        stepper.step_block(y0.copy(), steps, np.empty((steps, system.dim)))
-        best[0] = min(best[0], thread_cpu() - tic)
-        tic = thread_cpu()
-        held = vp.integrate(system, y0[None], h, steps, method=method)
-        best[1] = min(best[1], thread_cpu() - tic)
-    return best[0], best[1]
+    kernel, call = interleaved(repeats, lambda: stepper.step_block(y0.copy(), steps, np.empty((steps, system.dim))),
+                               lambda: vp.integrate(system, y0[None], h, steps, method=method))
+    return kernel, call
 
 
 def main(argv=None) -> int:
