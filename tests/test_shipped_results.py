@@ -126,7 +126,8 @@ def test_a_name_that_ships_nothing_is_one_line_naming_what_ships(installed, tmp_
 ARCHIVED = ["unknown_form", "rigid_body_study", "rigid_body_structure_study", "coupled_oscillator_study",
             "partial_observation/default",
             "partial_observation/quick", "partial_observation/mid", "partial_observation/toda",
-            "partial_observation/toda_default"]
+            "partial_observation/toda_default", "partial_observation/mid_steps", "partial_observation/plateau",
+            "partial_observation/toda_plateau", "partial_observation/toda_steps"]
 
 
 def test_superseded_runs_are_archived_out_of_the_wheel_and_read_by_path(tmp_path, monkeypatch, capsys):

@@ -76,8 +76,7 @@ SHIPPED_RESULTS: dict[str, tuple[str, ...]] = {
     "context": ("context_oscillator",),
     "unknown_form": ("unknown_form_plateau",),
     "partial_observation": tuple(f"partial_observation/{size}" for size in (
-        "default_steps", "quick_steps", "mid_steps", "plateau", "toda_steps", "toda_default_steps", "toda_plateau",
-        "recurrent_quick", "recurrent_steps30")),
+        "default_steps", "quick_steps", "toda_default_steps", "recurrent_quick", "recurrent_steps30")),
     "memory": ("memory/default", "memory/chain_default", "memory/quick", "memory/bath_quick", "memory/bath_window", "memory/bath_window16"),
     "reduction": tuple(f"reduction/{size}" for size in (
         "default", "quick", "quick_meter", "medium", "toda_n200", "toda_n3200", "fpu_beta_n3200")),
