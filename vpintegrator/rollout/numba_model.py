@@ -111,7 +111,9 @@ first (triangular: back-substitution; attention: the layer at +1/2), then every 
 
 The arithmetic is float64 and follows the layers' formulas; only roundings differ from torch (tanh is
 computed as t / (t + 2), t = expm1(2v), within ~2 ulp of torch's, about twice as fast as libm's tanh), so a
-call agrees with ``model.forward`` of a float64 model to ~1e-15 relative (tests: ≤ 1e-12). Measured at
+call agrees with ``model.forward`` of a float64 model to ~1e-15 relative (tests: ≤ 1e-12); a model with
+large weights amplifies the roundings of its intermediates, in torch as here, and is held to its own round-off
+(``vpintegrator.rollout.steps.compiled_model``). Measured at
 batch 1 on the paper's trajectory 1 (``scripts/bench_rollout.py``, one thread): VPFF 0.5 µs, VPT 1.5 µs,
 ST 1.0 µs per call, i.e. 0.12 s, 0.12 s and 0.09 s for 250 000 steps. The symplectic models at batch 1 on
 the coupled oscillator (``scripts/bench_rollout.py --skip a,a2,b,c,d``, part (a''), one run, loaded machine):
