@@ -306,7 +306,8 @@ def test_shipped_oscillator_results_redraw_the_docs_tables():
     page prints, and every command it records is the study's module (no path of the machine it ran on)."""
     from pathlib import Path
 
-    from vpintegrator.studies.context import _g, read_study_json, summarize_rows
+    from vpintegrator.studies.context import read_study_json, summarize_rows
+    from vpintegrator.studies.stats import fmt_g as _g
 
     root = Path(__file__).resolve().parent.parent
     doc = read_study_json(root / "docs" / "data" / "context_oscillator.json")

@@ -82,6 +82,47 @@ def bootstrap_ci(values: Iterable[float], statistic: Callable[..., Any] | None =
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
+def over_seeds(per_seed: Sequence[float | None]) -> dict[str, Any]:
+    """``{"per_seed", "median", "ci"}`` of one number per seed (None: a seed without one): the median of the seeds'
+    numbers (``vpintegrator.quantiles.median``; None where no seed has one) and its percentile-bootstrap 95 %
+    interval (``bootstrap_ci``; ``[None, None]`` where it is not defined)."""
+    vals = [float(v) for v in per_seed if v is not None]
+    lo, hi = bootstrap_ci(vals) if len(vals) > 1 else (math.nan, math.nan)
+    return {"per_seed": list(per_seed), "median": median_of(vals),
+            "ci": [None if math.isnan(lo) else lo, None if math.isnan(hi) else hi]}
+
+
+def median_of(values: Iterable[Any]) -> float | None:
+    """The median (``vpintegrator.quantiles.median``) of the values that are not None; None where there is none."""
+    from ..quantiles import median
+
+    vals = [float(v) for v in values if v is not None]
+    return median(vals) if vals else None
+
+
+def seed_quantiles(per_seed_values: Iterable[Iterable[float | None]]) -> dict[str, Any]:
+    """``{"per_seed", "median", "boot_lo", "boot_hi"}`` of per-seed samples (e.g. one error per held-out condition):
+    each seed's ``median_interval``, the median of the per-seed medians and its bootstrap 95 % interval."""
+    from ..quantiles import median
+
+    per_seed = [median_interval(v) for v in per_seed_values]
+    medians = [p["median"] for p in per_seed]
+    lo, hi = bootstrap_ci(medians)
+    return {"per_seed": per_seed, "median": median(medians), "boot_lo": lo, "boot_hi": hi}
+
+
+def relative_errors(y: Any, ref: Any, steps: Iterable[int]) -> dict[int, list[float]]:
+    """Per step k of ``steps``: the relative error ``|y[:, k] - ref[:, k]| / |ref[:, k]|`` of each trajectory of
+    ``y`` (n, K, dim) against ``ref`` (inf where it is not finite: a rollout that failed)."""
+    import numpy as np
+
+    out = {}
+    for k in steps:
+        e = np.linalg.norm(y[:, k] - ref[:, k], axis=-1) / np.linalg.norm(ref[:, k], axis=-1)
+        out[k] = [float(v) if np.isfinite(v) else math.inf for v in e]
+    return out
+
+
 def drift_growth(t: Iterable[float], band: Iterable[float], bounded_below: float = 0.25) -> dict[str, Any]:
     """Is an invariant's drift bounded or secular? The least-squares slope p of log(band) against log(t)
     over the later half of the run (t > t_end / 2, band > 0): ``{"exponent": p, "kind": "bounded" if
@@ -121,6 +162,37 @@ def fmt_num(x: float | str | None, digits: int = 3, small: float = 1e-3, missing
     if small <= abs(x) < 1e4:
         return f"{x:.{digits}g}"
     return f"{x:.{max(digits - 1, 1)}e}"
+
+
+def fmt_g(x: Any) -> str:
+    """A number in two significant digits (``.2g``): ``—`` for None and NaN, ``inf``/``-inf``; the ``"inf"`` strings
+    of a written file read as ±inf."""
+    x = as_number(x)
+    return "—" if math.isnan(x) else f"{x:.2g}"
+
+
+def interval_cell(entry: dict[str, Any]) -> str:
+    """``median [lo, hi]`` of an ``over_seeds`` entry (``fmt_num``), without the interval where it is not
+    defined."""
+    m, (lo, hi) = entry["median"], entry["ci"]
+    return fmt_num(m) + (f" [{fmt_num(lo)}, {fmt_num(hi)}]" if lo is not None and hi is not None else "")
+
+
+def quantile_cell(entry: dict[str, Any]) -> str:
+    """``median [boot_lo, boot_hi] (p10–p90)`` of a ``seed_quantiles`` entry (``fmt_g``): the bootstrap interval
+    over seeds, then the smallest 10 % and the largest 90 % quantile of any seed."""
+    p10 = min(as_number(p["lo"]) for p in entry["per_seed"])
+    p90 = max(as_number(p["hi"]) for p in entry["per_seed"])
+    return f"{fmt_g(entry['median'])} [{fmt_g(entry['boot_lo'])}, {fmt_g(entry['boot_hi'])}] ({fmt_g(p10)}–{fmt_g(p90)})"
+
+
+def as_number(x: Any) -> float:
+    """``x`` as a float: None -> NaN, the ``"inf"``/``"-inf"`` of a written file -> ±inf (another string NaN)."""
+    if x is None:
+        return math.nan
+    if isinstance(x, str):
+        return {"inf": math.inf, "-inf": -math.inf}.get(x, math.nan)
+    return float(x)
 
 
 def md_row(cells: Iterable[Any]) -> str:
@@ -285,9 +357,12 @@ def redraw_from(out: str | Path, source: str, read: Callable[[Path], Any], draw:
 
 
 def merge_keyed(old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]],
-                key: Callable[[dict[str, Any]], Hashable]) -> list[dict[str, Any]]:
+                key: Callable[[dict[str, Any]], Hashable], at_end: bool = False) -> list[dict[str, Any]]:
     """``old`` with each row whose ``key`` a row of ``new`` has replaced by that row (in its place), then the new
-    rows of new keys, in their order."""
+    rows of new keys, in their order; ``at_end``: the rows of ``old`` whose key no row of ``new`` has, then ``new``."""
+    if at_end:
+        fresh = {key(r) for r in new}
+        return [r for r in old if key(r) not in fresh] + list(new)
     keyed = {key(r): r for r in old}
     keyed.update({key(r): r for r in new})
     return list(keyed.values())

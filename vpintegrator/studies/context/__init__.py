@@ -58,7 +58,7 @@ from .design import (COMMON, H, HORIZONS, LEARNED, LEARNED_OSCILLATOR, LPNET_CTX
 from .evaluation import (_methods, data_system, evaluate_methods, exact_reference, heldout_pairs,  # noqa: F401
                          run_study, structure_per_state, train_run)
 from .pretrained import SHIPPED, export_best  # noqa: F401
-from .tables import (ERROR_DIGITS, ROW, SCHEMA, _g, figures, merge_rows, read_study_json,  # noqa: F401
+from .tables import (ERROR_DIGITS, ROW, SCHEMA, figures, merge_rows, read_study_json,  # noqa: F401
                      rounded_errors, summarize_rows, tables, write_compact_json)
 
 __all__ = ["H", "TARGET", "SETUPS", "RECIPES", "heldout_pairs", "merge_rows", "data_system", "exact_reference", "evaluate_methods", "train_run", "run_study",

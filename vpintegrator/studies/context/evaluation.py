@@ -15,6 +15,7 @@ from ..._signals import run_child
 from ...errors import VPIntegratorError
 from ...quantiles import median
 from ...rundir import is_complete, read_own_json
+from ..stats import relative_errors
 from .design import COMMON, H, HORIZONS, LEARNED, OSCILLATOR_BOX, RECIPES, SETUPS
 
 
@@ -163,13 +164,8 @@ def evaluate_methods(methods: dict[str, Callable[[], Any]], systems: Sequence[An
                     pass
         cpu = time.process_time() - tic
         ok = np.isfinite(y).all(axis=(1, 2))
-        errors = {}
-        for t in horizons:
-            n = int(round(t / h))
-            if n < k:
-                continue  # inside the prefix: not a prediction
-            e = np.linalg.norm(y[:, n] - ref[:, n], axis=-1) / np.linalg.norm(ref[:, n], axis=-1)
-            errors[f"{t:g}"] = np.where(np.isfinite(e), e, np.inf).tolist()
+        ahead = [t for t in horizons if int(round(t / h)) >= k]  # inside the prefix: not a prediction
+        errors = dict(zip((f"{t:g}" for t in ahead), relative_errors(y, ref, [int(round(t / h)) for t in ahead]).values()))
         per_state = structure_per_state(structure, y, systems, k)
         rows.append({"method": label, "errors": errors, f"{structure}_per_state": per_state,
                      "failed": int((~ok).sum()), "cpu_seconds": cpu})

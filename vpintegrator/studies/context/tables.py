@@ -10,11 +10,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...errors import VPIntegratorError
-from ...quantiles import median
 from ...rundir import read_own_json
 from ..runner import StudyError
 from ..schema import Each, Obj, ResultsSchema, Values, check_results
-from ..stats import bootstrap_ci, median_interval, write_text
+from ..stats import fmt_g, merge_keyed, quantile_cell, seed_quantiles, write_text
 from .design import SETUPS, TARGET
 
 
@@ -38,16 +37,11 @@ def write_compact_json(path: Path, doc: dict[str, Any]) -> None:
     write_text(path, json.dumps(plain(doc), allow_nan=False, separators=(",", ":")) + "\n")
 
 
-def _row_key(row: dict) -> tuple:
-    return (row.get("system", "rigid_body"), row["split"], int(row["context_len"]), float(row["noise"]),
-            int(row["seed"]), row["method"])
-
-
 def merge_rows(old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows of ``old`` whose key (system, split, k, σ, seed, method) no row of ``new`` has, then ``new``:
     a re-run replaces its own rows and keeps every other (rows without ``system`` are the rigid body's)."""
-    fresh = {_row_key(r) for r in new}
-    return [r for r in old if _row_key(r) not in fresh] + list(new)
+    return merge_keyed(old, new, lambda r: (r.get("system", "rigid_body"), r["split"], int(r["context_len"]),
+                                            float(r["noise"]), int(r["seed"]), r["method"]), at_end=True)
 
 
 def summarize_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -61,22 +55,15 @@ def summarize_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         mine = [r for r in rows if key(r) == (system, split, k, sigma, method)]
         horizons = sorted({h for r in mine for h in r["errors"]}, key=float)
         for h in horizons:
-            per_seed = [median_interval(r["errors"][h]) for r in mine]
-            medians = [p["median"] for p in per_seed]
-            lo, hi = bootstrap_ci(medians)
+            q = seed_quantiles(r["errors"][h] for r in mine)
             kind = SETUPS[system]["structure"]
             cas = [r[f"{kind}_per_state"] for r in mine if r.get(f"{kind}_per_state") is not None]
             out.append({"system": system, "split": split, "context_len": k, "noise": sigma, "method": method, "t": float(h),
-                        "seeds": [r["seed"] for r in mine], "per_seed": per_seed,
-                        "median": median(medians), "boot_lo": lo, "boot_hi": hi,
-                        "within_target": int(sum(m <= TARGET[1] for m in medians)),
+                        "seeds": [r["seed"] for r in mine], **q,
+                        "within_target": int(sum(p["median"] <= TARGET[1] for p in q["per_seed"])),
                         f"{kind}_per_state": max(cas) if cas else None,
                         "failed": int(sum(r["failed"] for r in mine))})
     return out
-
-
-def _g(x) -> str:
-    return "—" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.2g}"
 
 
 def tables(summary: list[dict[str, Any]]) -> str:
@@ -99,16 +86,11 @@ def tables(summary: list[dict[str, Any]]) -> str:
             row10 = None
             for h in hs:
                 s = next((x for x in mine if x["method"] == method and x["t"] == h), None)
-                if s is None:
-                    cells.append("—")
-                    continue
-                row10 = s if h == TARGET[0] else row10
-                p10 = min(p["lo"] for p in s["per_seed"])
-                p90 = max(p["hi"] for p in s["per_seed"])
-                cells.append(f"{_g(s['median'])} [{_g(s['boot_lo'])}, {_g(s['boot_hi'])}] ({_g(p10)}–{_g(p90)})")
+                row10 = s if s is not None and h == TARGET[0] else row10
+                cells.append("—" if s is None else quantile_cell(s))
             last = row10 or next(x for x in mine if x["method"] == method)
             lines.append(f"| {method} | " + " | ".join(cells) +
-                         f" | {last['within_target']}/{len(last['seeds'])} | {_g(last.get(kind + '_per_state'))} | {last['failed']} |")
+                         f" | {last['within_target']}/{len(last['seeds'])} | {fmt_g(last.get(kind + '_per_state'))} | {last['failed']} |")
     head = ("Cells: the median over seeds of the per-seed median error [bootstrap 95 % interval over seeds] "
             "(the smallest 10 % and largest 90 % quantile over pairs of any seed).")
     return head + "\n" + "\n".join(["", "### Summary", "", *summary_table(summary)[:-1], *lines]) + "\n"

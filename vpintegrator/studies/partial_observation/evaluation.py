@@ -11,22 +11,11 @@ import numpy as np
 
 from ..rigid_body_results.values import stop_record
 from ..runner import StudyError
-from ..stats import median_interval, read_json
+from ..stats import median_interval, read_json, relative_errors
 from .data import heldout_data
 from .design import (ABLATED, ATTENTION, DELAY_SINDY, FIXED_ROWS, FULL_CONTEXT, FULL_STATE, H, HELDOUT_SEED,
                      HORIZONS, SYSTEMS)
 from .training import _curve
-
-
-def _errors(y: np.ndarray, ref: np.ndarray, steps: Sequence[int]) -> dict[int, list[float]]:
-    """Relative errors per held-out condition at each step of ``steps`` (inf where a rollout failed)."""
-    out = {}
-    for k in steps:
-        num = np.linalg.norm(y[:, k] - ref[:, k], axis=-1)
-        den = np.linalg.norm(ref[:, k], axis=-1)
-        e = num / den
-        out[k] = [float(v) if np.isfinite(v) else math.inf for v in e]
-    return out
 
 
 def full_state_errors(system: Any, observation: Any, y_obs: np.ndarray, ref_full: np.ndarray,
@@ -239,11 +228,11 @@ def evaluate_seed(out: Path, train: Path, n_test: int, system: str, seed: int, r
     costs = batch1_costs(priced, max(steps)) if priced else {}
     rows = []
     for label, row in meta.items():
-        errs = _errors(observed[label], ref, steps)
+        errs = relative_errors(observed[label], ref, steps)
         if label in full_y:
-            ferrs = _errors(full_y[label], ref_full, steps)
+            ferrs = relative_errors(full_y[label], ref_full, steps)
         elif held is not None:  # decoded by the reduction's basis
-            ferrs = _errors(obs.decode(observed[label]), ref_full, steps)
+            ferrs = relative_errors(obs.decode(observed[label]), ref_full, steps)
         else:
             ferrs = full_state_errors(full, obs, observed[label], ref_full, steps)
         rows.append({"system": system, "observe": info["observe"], "seed": None if row["kind"] in ("known", "fitted")

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..rigid_body_results.values import stop_cell, stop_token
 from ..schema import INTERVAL, Each, Obj, ResultsFile, ResultsSchema
-from ..stats import bootstrap_ci, fmt_num, md_table, merge_keyed
+from ..stats import fmt_num, interval_cell, md_table, median_of, merge_keyed, over_seeds
 from ..step_budget import valve_line, valve_record, valve_sum
 from .design import HORIZONS, SYSTEMS, TARGET
 
@@ -36,19 +36,11 @@ def summarize_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                  "seeds": [r.get("seed") for r in rs]}
         for t in HORIZONS:
             for prefix, name in (("err", "t"), ("full_err", "full_t")):
-                per_seed = [(r.get(f"{prefix}_t{t:g}") or {}).get("median") for r in rs]
-                finite = [v for v in per_seed if v is not None]
-                entry[f"{name}{t:g}"] = {"per_seed": per_seed,
-                                         "median": float(np.median(finite)) if finite else None,
-                                         "ci": list(bootstrap_ci(finite)) if len(finite) > 1 else [None, None]}
+                entry[f"{name}{t:g}"] = over_seeds([(r.get(f"{prefix}_t{t:g}") or {}).get("median") for r in rs])
         entry["stopped"] = sorted({stop_token(r) for r in rs if r.get("stopped") is not None})
         entry["valve"] = valve_record(rs)
-        cpu = [float(r["train_cpu"]) for r in rs if r.get("train_cpu") is not None]
-        entry["train_cpu"] = float(np.median(cpu)) if cpu else None
-        coupling = [float(r["coupling"]) for r in rs if r.get("coupling") is not None]
-        entry["coupling"] = float(np.median(coupling)) if coupling else None
-        cost = [float(r["cost"]) for r in rs if r.get("cost") is not None]
-        entry["cost"] = float(np.median(cost)) if cost else None
+        for name in ("train_cpu", "coupling", "cost"):
+            entry[name] = median_of(r.get(name) for r in rs)
         out.append(entry)
     return out
 
@@ -125,15 +117,10 @@ def tables(summary: list[dict[str, Any]]) -> str:
             lines += [COST_NOTE, ""]
         body = []
         for e in rows:
-            def cell(t: str) -> str:
-                m, (lo, hi) = e[t]["median"], e[t]["ci"]
-                return fmt_num(m) + (f" [{fmt_num(lo)}, {fmt_num(hi)}]" if lo is not None and hi is not None and
-                                     not (isinstance(lo, float) and math.isnan(lo)) else "")
-
-            body.append([e["approach"], e["T"], e["kind"], cell("t10"), cell("t100"),
+            body.append([e["approach"], e["T"], e["kind"], interval_cell(e["t10"]), interval_cell(e["t100"]),
                          " ".join(fmt_num(v) for v in e["t10"]["per_seed"]),
                          " ".join(fmt_num(v) for v in e["t100"]["per_seed"]),
-                         cell("full_t10"), cell("full_t100"),
+                         interval_cell(e["full_t10"]), interval_cell(e["full_t100"]),
                          fmt_num(e["coupling"]), fmt_num(e["train_cpu"]),
                          *([fmt_num(e.get("cost"))] if priced else []), stop_cell(e["stopped"])])
         lines += md_table(head, body) + [""]

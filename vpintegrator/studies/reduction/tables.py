@@ -9,9 +9,8 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ...quantiles import median
 from ..schema import INTERVAL, Each, Obj, ResultsFile, ResultsSchema
-from ..stats import bootstrap_ci, fmt_num, md_table, merge_keyed
+from ..stats import fmt_num, interval_cell, md_table, median_of, merge_keyed, over_seeds
 from ..step_budget import valve_line, valve_record, valve_sum
 from .plan import HORIZONS, USEFUL, T
 
@@ -23,11 +22,6 @@ def _key(r: Mapping[str, Any]) -> tuple:
 def merge_rows(old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """``old`` with the records of the same (system, N, label, seed) as a new one replaced by it."""
     return merge_keyed(old, new, _key)
-
-
-def _median(values: Sequence[Any]) -> float | None:
-    vals = [float(v) for v in values if v is not None]
-    return median(vals) if vals else None
 
 
 def summarize_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -42,15 +36,11 @@ def summarize_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         rs = sorted(rs, key=lambda r: -1 if r.get("seed") is None else int(r["seed"]))
         e: dict[str, Any] = {"system": system, "N": n, "label": label, "row": rs[0]["row"],
                              "seeds": [r.get("seed") for r in rs if r.get("seed") is not None],
-                             "cost": _median([r.get("cost") for r in rs]),
-                             "offline_cpu": _median([r.get("offline_cpu") for r in rs]),
-                             "data_cpu": _median([r.get("data_cpu") for r in rs]), "valve": valve_record(rs)}
+                             "cost": median_of([r.get("cost") for r in rs]),
+                             "offline_cpu": median_of([r.get("offline_cpu") for r in rs]),
+                             "data_cpu": median_of([r.get("data_cpu") for r in rs]), "valve": valve_record(rs)}
         for t in HORIZONS:
-            per_seed = [r[f"err_t{t:g}"]["median"] for r in rs]
-            lo, hi = bootstrap_ci([v for v in per_seed if v is not None]) if len(per_seed) > 1 else (None, None)
-            e[f"t{t:g}"] = {"median": _median(per_seed), "per_seed": per_seed,
-                            "ci": [None if lo is None or math.isnan(lo) else lo,
-                                   None if hi is None or math.isnan(hi) else hi]}
+            e[f"t{t:g}"] = over_seeds([r[f"err_t{t:g}"]["median"] for r in rs])
         out.append(e)
     for e in out:
         lattice = [x for x in out if x["system"] == e["system"] and x["N"] == e["N"]]
@@ -107,11 +97,6 @@ def _break_even(e: Mapping[str, Any], full: Sequence[Mapping[str, Any]], charge:
 
 def _rollouts(n: float | None) -> str:
     return "—" if n is None else "never" if math.isinf(n) else f"{n:.3g}"
-
-
-def _cell(entry: Mapping[str, Any]) -> str:
-    m, (lo, hi) = entry["median"], entry["ci"]
-    return fmt_num(m) + (f" [{fmt_num(lo)}, {fmt_num(hi)}]" if lo is not None and hi is not None else "")
 
 
 def _verdict(mine: Sequence[Mapping[str, Any]], horizon: float) -> str:
@@ -175,7 +160,7 @@ def tables(summary: Sequence[Mapping[str, Any]]) -> str:
             lines += [line for h in HORIZONS for line in (_verdict(mine, h), "")]
             body = []
             for e in mine:
-                body.append([e["label"], _cell(e["t120"]), _cell(e["t960"]), fmt_num(e["cost"]),
+                body.append([e["label"], interval_cell(e["t120"]), interval_cell(e["t960"]), fmt_num(e["cost"]),
                              fmt_num(e["offline_cpu"]), _rollouts(e.get("break_even")),
                              fmt_num(e.get("full_charge")), _rollouts(e.get("break_even_full")),
                              len(e["seeds"]) or "—"])

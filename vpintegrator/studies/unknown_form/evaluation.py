@@ -13,10 +13,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ...errors import VPIntegratorError
-from ..stats import read_json
+from ..stats import fmt_g, read_json, relative_errors
 from .design import APPROACHES, CASIMIR_STEPS, H, HORIZONS, ORACLE, RECIPES, SYSTEMS, VALIDATION, StopRule
 from .runs import chosen, make_data, noisy_copy, run_dir, train_one
-from .tables import fmt_g
 from ...quantiles import median
 
 # --------------------------------------------------------------------------- evaluation
@@ -155,11 +154,8 @@ def evaluate_seed(system: str, sigma: float, seed: int, trained: dict[str, dict[
             rows.append(_failed_row(label, str(err), HORIZONS, train_cpu))
             continue
         ok = np.isfinite(y).all(axis=(1, 2))
-        errors = {}
-        for t in HORIZONS:
-            n = int(round(t / H))
-            e = np.linalg.norm(y[:, n] - ref[:, n], axis=-1) / np.linalg.norm(ref[:, n], axis=-1)
-            errors[f"{t:g}"] = np.where(np.isfinite(e), e, np.inf).tolist()
+        errors = dict(zip((f"{t:g}" for t in HORIZONS),
+                          relative_errors(y, ref, [int(round(t / H)) for t in HORIZONS]).values()))
         if ok.any():  # priced below, with every row of the cell: from the first condition that stayed finite
             metered[label] = (make(), y0[int(np.argmax(ok))])
         row = {"method": label, "approach": approach, "errors": errors, "structure": _structure(kind, y, truth),

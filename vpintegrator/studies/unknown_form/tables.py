@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..schema import Each, Obj, ResultsSchema, check_results, is_number
-from ..stats import bootstrap_ci, median_interval
+from ..stats import as_number as _num, fmt_g, merge_keyed, quantile_cell, seed_quantiles
 from ...clock import METER_RULE
 from .design import CASIMIR_STEPS, FLOW_MAPS, HORIZONS, SYSTEMS, TARGETS
 from ...quantiles import median
@@ -77,22 +77,9 @@ def check_rows(doc: Any, path: Path) -> list[dict[str, Any]]:
     return check_results(doc, path, SCHEMA)["rows"]
 
 
-def _row_key(r: dict) -> tuple:
-    return (r["system"], float(r["noise"]), int(r["seed"]), r["method"])
-
-
 def merge_rows(old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows of ``old`` whose (system, σ, seed, method) no row of ``new`` has, then ``new``."""
-    fresh = {_row_key(r) for r in new}
-    return [r for r in old if _row_key(r) not in fresh] + list(new)
-
-
-def _num(x: Any) -> float:
-    if x is None:
-        return math.nan
-    if isinstance(x, str):
-        return {"inf": math.inf, "-inf": -math.inf}.get(x, math.nan)
-    return float(x)
+    return merge_keyed(old, new, lambda r: (r["system"], float(r["noise"]), int(r["seed"]), r["method"]), at_end=True)
 
 
 def summarize_rows(rows: list[dict[str, Any]], amortise_over: float = 1e5) -> list[dict[str, Any]]:
@@ -106,10 +93,7 @@ def summarize_rows(rows: list[dict[str, Any]], amortise_over: float = 1e5) -> li
                       key=lambda r: int(r["seed"]))
         horizons: dict[str, dict[str, Any]] = {}
         for h in sorted({h for r in mine for h in r["errors"]}, key=float):
-            per_seed = [median_interval(_num(v) for v in r["errors"].get(h, [])) for r in mine]
-            medians = [p["median"] for p in per_seed]
-            lo, hi = bootstrap_ci(medians)
-            horizons[h] = {"per_seed": per_seed, "median": median(medians), "boot_lo": lo, "boot_hi": hi}
+            horizons[h] = seed_quantiles([_num(v) for v in r["errors"].get(h, [])] for r in mine)
         cost = median([c for c in (_num(r["cost"]) for r in mine) if math.isfinite(c)])  # NaN: none measured
         setup = [_num(r["cost_setup"]) for r in mine if r.get("cost_setup") is not None]
         train_cpu = median([_num(r["train_cpu"]) for r in mine])
@@ -150,13 +134,6 @@ def summarize_rows(rows: list[dict[str, Any]], amortise_over: float = 1e5) -> li
         s["stop_rules"] = sorted({str(r["stop_rule"]) for r in mine if r.get("stop_rule")})
         out.append(s)
     return out
-
-
-def fmt_g(x: Any) -> str:
-    x = _num(x) if not isinstance(x, (int, float)) else float(x)
-    if math.isnan(x):
-        return "—"
-    return "inf" if math.isinf(x) else f"{x:.2g}"
 
 
 _ORDER = ["lpnet", "g_sympnet", "lphnn@gauss_legendre4", "lphnn@implicit_midpoint", "hnn@gauss_legendre4",
@@ -206,12 +183,7 @@ def tables(summary: list[dict[str, Any]]) -> str:
                 cells = []
                 for h in hs:
                     c = x["horizons"].get(h)
-                    if c is None:
-                        cells.append("—")
-                        continue
-                    p10 = min(_num(p["lo"]) for p in c["per_seed"])
-                    p90 = max(_num(p["hi"]) for p in c["per_seed"])
-                    cells.append(f"{fmt_g(c['median'])} [{fmt_g(c['boot_lo'])}, {fmt_g(c['boot_hi'])}] ({fmt_g(p10)}–{fmt_g(p90)})")
+                    cells.append("—" if c is None else quantile_cell(c))
                 failed = str(x["failed"]) + (f" ({'; '.join(x['failures'])})" if x["failures"] else "")
                 lines.append(f"| {x['method']} | " + " | ".join(cells) + f" | {fmt_g(x['cost'])} ({x.get('runner', '?')}{_setup(x)}) | {fmt_g(x['train_cpu'])} "
                              f"| {fmt_g(x['amortised_cost'])} | {fmt_g(x['structure'])} | {failed} |")
