@@ -6,7 +6,6 @@ with ``vpintegrator.metrics.read_table``.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 
@@ -17,17 +16,6 @@ def read(path):
 
     path = Path(path)
     return read_rollout(path) if path.exists() else None
-
-
-def blowup_times(path) -> dict[str, list[float]]:
-    """Per method label of a rollout file: the time of each trajectory's blow-up (NaN: never); {} if there
-    is no such file."""
-    r = read(path)
-    if r is None:
-        return {}
-    return {
-        label: [float(r.t[k]) if k >= 0 else math.nan for k in m.failed_step] for label, m in r.methods.items()
-    }
 
 
 def metrics_table(path) -> list[dict]:
