@@ -9,8 +9,11 @@ row starts from the particle's first state (the bath at rest) and is scored on t
 - reference: SciPy DOP853 at rtol = atol = 1e-12 on the full system for N <= 10^3; for N = 10^4 the full-order
   model at a fine step (order 6: the exact-bath splitting composed by Yoshida at h = 0.01 for the harmonic bath,
   Verlet composed likewise at h = 0.01 for the chain);
-- cost: ``vpintegrator.clock.meter`` (batch 1, one condition, thread CPU, warm, min over interleaved repeats) of a
-  call that produces the particle's states of every step to T, divided by T.
+- cost: the price of a row, as every study prices its rows (``vpintegrator.rollout.engine.price_seconds``, rule
+  ``PRICE_OF``: the engine's thread-CPU seconds of the step map's start and its steps to T, batch 1, one condition),
+  warm, the least over interleaved repeats (``vpintegrator.clock.meter``), divided by T. Each row is a step map of
+  ``vpintegrator.rollout.gle`` (``BathStep``, ``GLEStep``: the rows ``vp-rollout`` and the memory study run) rolled
+  out by the engine, so a row costs here what it costs on the memory page.
 
 Rows: ``verlet h`` (the compiled O(N) Stormer-Verlet), ``split h`` (the exact-bath-flow splitting), ``coarse h``
 (the coarse bath of ``KacZwanzig.coarse(T)``, by the splitting), ``-y6``: the same composed to order 6 (Yoshida, 7
@@ -38,7 +41,9 @@ from scipy.integrate import solve_ivp
 
 from vpintegrator.clock import meter
 from vpintegrator.compiled.bath import bath_stepper
-from vpintegrator.rollout.gle import GLE_FIT_TOL, GLEStep
+from vpintegrator.rollout import engine
+from vpintegrator.rollout.engine import StepMap
+from vpintegrator.rollout.gle import GLE_FIT_TOL, BathStep, GLEStep
 from vpintegrator.systems import get_system, sample_initial_conditions
 
 
@@ -66,62 +71,46 @@ def score(states: np.ndarray, h: float, ref: np.ndarray) -> tuple[float, float]:
     return float(np.median(err[:, -1])), float(np.median(err[:, 1:].max(axis=1)))
 
 
-def gle(system: Any, h: float, fit: float | None = None) -> Callable[[np.ndarray], np.ndarray]:
-    """The GLE row as a call (its step map built once: the kernel and its fit are set-up, not per call)."""
-    step = GLEStep(system, h, fit=fit)
-    n_steps = int(round(T_END[0] / h))
-
-    def run(y0: np.ndarray) -> np.ndarray:
-        window = y0[:, [0, system.N + 1]][:, None, :]
-        step.start(window, None)
-        return np.concatenate([window, step.generate(n_steps)], axis=1)
-
-    return run
-
-
-#: the horizon of the rows being built (set by ``arena``)
-T_END = [100.0]
-
-
-def rows_for(system: Any, t_end: float, kind: str) -> dict[str, tuple[float, Callable[[np.ndarray], np.ndarray]]]:
-    """name -> (h, run(y0) -> particle states (rows, n + 1, 2))."""
-    def full(sys_: Any, method: str, h: float) -> Callable[[np.ndarray], np.ndarray]:
-        stepper = bath_stepper(sys_, method, h)
-        n = int(round(t_end / h))
-        return lambda y0: stepper.run(sys_.bath_at_rest(y0[:, 0], y0[:, system.N + 1]), n)
-
-    rows: dict[str, tuple[float, Callable[[np.ndarray], np.ndarray]]] = {}
+def rows_for(system: Any, t_end: float, kind: str) -> dict[str, tuple[float, StepMap]]:
+    """name -> (h, the row's step map: one particle state in, the particle's (Q, P) out)."""
+    rows: dict[str, tuple[float, StepMap]] = {}
     for h in (0.4, 0.2, 0.1):
-        rows[f"verlet {h}"] = (h, full(system, "stormer_verlet", h))
+        rows[f"verlet {h}"] = (h, BathStep(system, "stormer_verlet", h))
     if kind == "kac_zwanzig":
         for h in (0.4, 0.2, 0.1, 0.05):
-            rows[f"split {h}"] = (h, full(system, "bath_splitting", h))
+            rows[f"split {h}"] = (h, BathStep(system, "bath_splitting", h))
         for h in (0.5, 0.25):
-            rows[f"split-y6 {h}"] = (h, full(system, "bath_splitting_y6", h))
-        coarse = system.coarse(t_end)
+            rows[f"split-y6 {h}"] = (h, BathStep(system, "bath_splitting_y6", h))
+        coarse = system.coarse(t_end)  # (the bath lifted at rest for the coarse system, as coarse_bath+METHOD's)
         for h in (0.2, 0.1, 0.05):
-            rows[f"coarse(M={coarse.N}) {h}"] = (h, full(coarse, "bath_splitting", h))
+            rows[f"coarse(M={coarse.N}) {h}"] = (h, BathStep(coarse, "bath_splitting", h))
         for h in (0.5, 0.25, 0.125):
-            rows[f"coarse(M={coarse.N})-y6 {h}"] = (h, full(coarse, "bath_splitting_y6", h))
+            rows[f"coarse(M={coarse.N})-y6 {h}"] = (h, BathStep(coarse, "bath_splitting_y6", h))
         for h in (0.2, 0.1, 0.05, 0.025):
-            rows[f"gle {h}"] = (h, gle(system, h, fit=GLE_FIT_TOL))
+            rows[f"gle {h}"] = (h, GLEStep(system, h, fit=GLE_FIT_TOL))
         for h in (0.1, 0.05):
-            rows[f"gle-direct {h}"] = (h, gle(system, h))
+            rows[f"gle-direct {h}"] = (h, GLEStep(system, h))
     else:
-        rows[f"verlet {0.05}"] = (0.05, full(system, "stormer_verlet", 0.05))
+        rows[f"verlet {0.05}"] = (0.05, BathStep(system, "stormer_verlet", 0.05))
         for h in (0.4, 0.2):
-            rows[f"verlet-y6 {h}"] = (h, full(system, "stormer_verlet_y6", h))
+            rows[f"verlet-y6 {h}"] = (h, BathStep(system, "stormer_verlet_y6", h))
         short = get_system("particle_chain", N=min(system.N, 100), beta=system.beta, coupling=system.coupling)
         for h in (0.2, 0.1, 0.05):
-            rows[f"trunc(N={short.N}) {h}"] = (h, full(short, "stormer_verlet", h))
+            rows[f"trunc(N={short.N}) {h}"] = (h, BathStep(short, "stormer_verlet", h))
         for h in (0.4, 0.2, 0.1):
-            rows[f"trunc(N={short.N})-y6 {h}"] = (h, full(short, "stormer_verlet_y6", h))
+            rows[f"trunc(N={short.N})-y6 {h}"] = (h, BathStep(short, "stormer_verlet_y6", h))
     return rows
+
+
+def priced(step: StepMap, window: np.ndarray, h: float, t_end: float) -> Callable[[], float]:
+    """The meter's call of a row: one rollout of ``step`` from ``window`` to ``t_end``, its reading the row's price
+    (``engine.price_seconds`` of the call's meta: the engine's seconds of the start and the steps)."""
+    n_steps = int(round(t_end / h))
+    return lambda: engine.price_seconds(engine.rollout(step, window, h, n_steps, blowup=np.inf).meta)
 
 
 def arena(kind: str, sizes: list[int], n_cond: int, t_end: float, repeats: int) -> list[dict[str, Any]]:
     out = []
-    T_END[0] = t_end
     for n_bath in sizes:
         system = get_system(kind, N=n_bath)
         y0 = sample_initial_conditions(system, "particle", n_cond, 1)
@@ -131,12 +120,15 @@ def arena(kind: str, sizes: list[int], n_cond: int, t_end: float, repeats: int) 
         ref = reference(system, y0, t_end, fine)
         ref_seconds = time.process_time() - tic
         rows = rows_for(system, t_end, kind)
-        results = {name: run(y0) for name, (h, run) in rows.items()}
-        costs = meter({name: (lambda run=run: run(y0[:1])) for name, (h, run) in rows.items()}, repeats=repeats)
-        for name, (h, _run) in rows.items():
+        window = y0[:, None][..., [0, system.N + 1]]  # (n_cond, 1, 2): the particle's first state
+        results = {name: engine.rollout(step, window, h, int(round(t_end / h)), blowup=np.inf).y
+                   for name, (h, step) in rows.items()}
+        costs = meter({name: priced(step, window[:1], h, t_end) for name, (h, step) in rows.items()}, repeats=repeats)
+        for name, (h, _step) in rows.items():
             final, worst = score(results[name], h, ref)
             out.append({"system": kind, "N": n_bath, "row": name, "h": h, "error_T": final, "error_max": worst,
                         "cpu_per_unit_time": costs[name].per(t_end), "setup_seconds": costs[name].setup_seconds,
+                        "cost_of": engine.PRICE_OF,
                         "reference": "dop853 1e-12" if fine is None else f"{fine[0]} h={fine[1]}",
                         "reference_cpu": ref_seconds, "n_cond": n_cond, "t_end": t_end})
     return out
@@ -167,7 +159,8 @@ def main(argv: list[str] | None = None) -> None:
               f"{r['cpu_per_unit_time']:.2e} |")
     total = time.process_time() - tic
     print(f"\nT = {args.t_end}, {n_cond} held-out conditions (sampler particle, seed 1); median over conditions; "
-          f"cost: vpintegrator.clock.meter, batch 1, thread CPU, min of {args.repeats} interleaved repeats; "
+          f"cost: the row's price (engine.price_seconds: {engine.PRICE_OF}), batch 1, thread CPU, warm, the least "
+          f"of {args.repeats} interleaved repeats (vpintegrator.clock.meter); "
           f"process CPU {total:.0f} s; load average at start {load[0]:.2f}, at end {os.getloadavg()[0]:.2f}")
     if args.json:
         with open(args.json, "w") as f:

@@ -84,7 +84,8 @@ class RolloutStats:
 
     @property
     def seconds_per_step(self) -> float:
-        """CPU seconds of one step of the whole batch (the clock of ``meta["clock"]``)."""
+        """CPU seconds of one step of the whole batch (the clock of ``meta["clock"]``): the steps alone; a row's price
+        (``price_seconds``, what every table prints) adds the step map's start."""
         return self.seconds / max(1, self.n_steps)
 
     @property

@@ -36,12 +36,14 @@ from .write import COST_REPEAT_BELOW, COST_REPEATS, Say, first_failure, root_att
 
 __all__ = ["run_rollouts", "run_digest", "write_index_if_complete", "WorkerParts"]
 
-#: how the table's cost column was taken (the cost meter's rule, ``vpintegrator.clock``), said above every table
-#: after the line that says what the errors are measured against
-COST_CAPTION = ("seconds_per_step: CPU seconds of one step of the whole batch, taken warm (each row first runs a few "
-                "steps whose compilation and first-call work are its warmup_seconds in the rollout file, not its "
-                f"cost; a row whose run took under {COST_REPEAT_BELOW:g} CPU s is timed {COST_REPEATS} times and "
-                "costs the least); batch-1 costs per unit time: vp-rollout --work-precision.")
+#: how the table's cost column was taken (the one price rule of every priced row, ``vpintegrator.rollout.engine``'s
+#: ``price_seconds``), said above every table after the line that says what the errors are measured against
+COST_CAPTION = ("seconds_per_step: the row's price of one step of the whole batch: the engine's CPU seconds of the "
+                "step map's start and its steps (the price of every row in the package, engine.PRICE_OF) over the "
+                "steps, taken warm (each row first runs a few steps whose compilation and first-call work are its "
+                f"warmup_seconds in the rollout file, not its price; a row priced under {COST_REPEAT_BELOW:g} CPU s "
+                f"is run {COST_REPEATS} times, one after another, and costs the least); a device-engine row: its "
+                "steps' device time; batch-1 prices per unit time: vp-rollout --work-precision.")
 
 
 def run_rollouts(config: RolloutConfig, log: Callable[[str], None] | None = None,

@@ -13,6 +13,7 @@ the run goes on; an error of the writer itself (the output's disk) stops the run
 from __future__ import annotations
 
 import os
+import types
 from functools import partial
 from typing import Any, Callable, cast
 
@@ -173,9 +174,14 @@ def write_method(writer: Any, plan: RolloutPlan, say: Say, label: str, step_map:
         from ..data.rollout_shards import write_per_traj
 
         write_per_traj(series.group, per_traj, cum, labels=plan.labels[label])
-    row = summary_row(label, per_traj, names, max_abs_cum_log_det_J=cum, seconds_per_step=res.seconds_per_step,
+    # the table's cost: a host-engine row's price (settle_cost) per step; a device row's: its steps' device time
+    from . import engine
+
+    per_step = float(engine.price_seconds(res.meta) if "cost_runs" in res.meta else res.seconds) / max(1, n_steps)
+    row = summary_row(label, per_traj, names, max_abs_cum_log_det_J=cum, seconds_per_step=per_step,
                       failed_step=res.failed_step)
-    rows = split_rows(label, plan, per_traj, names, cum, res)
+    rows = split_rows(label, plan, per_traj, names, cum, types.SimpleNamespace(seconds_per_step=per_step,
+                                                                               failed_step=res.failed_step))
     reason = error or getattr(step_map, "failure_reason", None)  # a fitted row without a model says why
     failure = first_failure(plan, label, res.failed_step, reason if isinstance(reason, str) else None)
     series.close(res.failed_step, {
@@ -185,7 +191,7 @@ def write_method(writer: Any, plan: RolloutPlan, say: Say, label: str, step_map:
         "source": shown(source),
         "init": init,
         "seconds": float(res.seconds),
-        "seconds_per_step": float(res.seconds_per_step),
+        "seconds_per_step": per_step,
         "n_failed": res.n_failed,
         "split": list(plan.labels[label]),
         **({"failure_reason": reason} if isinstance(reason, str) and reason else {}),
@@ -263,7 +269,7 @@ def _dry_run(step_map: StepMap, window0: np.ndarray, dt: float, n_steps: int, t0
         return None
 
 
-#: a row whose timed run took less CPU than this (seconds) is timed again, its states not kept, ``COST_REPEATS``
+#: a row whose timed run's price was less than this (CPU seconds) is run again, its states not kept, ``COST_REPEATS``
 #: runs in all, and costs the least of them: a run this short is at the scale of first-call work (fresh memory,
 #: cold caches), which one reading cannot tell from its steps (the cost meter's minimum over repeats)
 COST_REPEAT_BELOW = 0.05
@@ -272,20 +278,26 @@ COST_REPEATS = 3
 
 def settle_cost(res: RolloutStats, step_map: StepMap, window0: np.ndarray, dt: float, n_steps: int, t0: float,
                 blowup: float, chunk_steps: int) -> RolloutStats:
-    """``res`` of a row's timed run, its ``seconds`` the least over ``COST_REPEATS`` runs when the timed one
-    took less than ``COST_REPEAT_BELOW`` CPU seconds and no trajectory failed (the repeats roll out the same
-    trajectories to a sink that keeps nothing; ``meta["cost_runs"]`` says how many runs were timed)."""
-    runs = 1
-    if res.seconds < COST_REPEAT_BELOW and not res.n_failed:
+    """``res`` of a row's timed (warm) run, priced by the one rule of every priced row
+    (``vpintegrator.rollout.engine.price_seconds`` of its meta, ``PRICE_OF``: the engine's seconds of the step map's
+    start and its steps): when the timed run's price was under ``COST_REPEAT_BELOW`` CPU seconds and no trajectory
+    failed, the least over ``COST_REPEATS`` runs (the repeats roll out the same trajectories to a sink that keeps
+    nothing), its ``seconds`` and ``setup_seconds`` those of the run priced least; ``meta["cost_runs"]`` says how
+    many runs were priced, ``meta["cost_of"]`` by what rule."""
+    from . import engine
+
+    runs, price = 1, engine.price_seconds(res.meta)
+    if price < COST_REPEAT_BELOW and not res.n_failed:
         for _ in range(COST_REPEATS - 1):
             again = _dry_run(step_map, window0, dt, n_steps, t0, blowup, chunk_steps)
             if again is None:  # a map that fails on a later call: the timed run stands
                 break
             runs += 1
-            if again.seconds < res.seconds:
-                res.seconds = again.seconds
-        res.meta.update(seconds=res.seconds, seconds_per_step=res.seconds_per_step)
-    res.meta["cost_runs"] = runs
+            if engine.price_seconds(again.meta) < price:  # the run least disturbed: its seconds are the row's
+                price, res.seconds, res.setup_seconds = (engine.price_seconds(again.meta), again.seconds,
+                                                         again.setup_seconds)
+    res.meta.update(seconds=res.seconds, setup_seconds=res.setup_seconds, seconds_per_step=res.seconds_per_step,
+                    cost_runs=runs, cost_of=engine.PRICE_OF)
     return res
 
 
