@@ -11,7 +11,7 @@ import numpy as np
 
 from ...config import Config, key
 from ...errors import VPIntegratorError
-from ..options import comma_list, number_list, seed_list
+from ..options import comma_list, name_list, number_list, seed_list
 from ..runner import StudyError
 
 H = 0.2
@@ -50,15 +50,6 @@ OSCILLATOR_BOX = (np.array([-1.0, -1.0, -2.0, -2.0]), np.array([1.0, 1.0, 2.0, 2
 
 
 SPLITS = ("interpolation", "extrapolation")
-
-
-def _splits(value: Any) -> list[str]:
-    names = [n.strip() for n in comma_list(value, "splits").split(",") if n.strip()]
-    if not names or any(n not in SPLITS for n in names):
-        raise VPIntegratorError(f"splits must be a comma list out of {', '.join(SPLITS)}; got {value!r}", key="splits")
-    from ...config import distinct
-
-    return distinct(names, "splits")
 
 
 @dataclass
@@ -113,7 +104,7 @@ class ContextOptions(Config):
                                     check=number_list(float, "noise", 0.0, "noise values >= 0"))
     context_lens: list[int] | None = key(None, optional=True, metavar="LIST",
                                          check=number_list(int, "context_lens", 3, "integers >= 3"))
-    splits: list[str] | None = key(None, optional=True, check=_splits, metavar="LIST")
+    splits: list[str] | None = key(None, optional=True, check=name_list("splits", SPLITS), metavar="LIST")
     figures_only: bool = key(False, type=bool)
     table_only: bool = key(False, type=bool)
     results: str | None = key(None, optional=True, type=str, metavar="NAME|JSON")

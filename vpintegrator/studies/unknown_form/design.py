@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ...config import key
-from ...errors import VPIntegratorError
-from ..options import BUDGETS, PLATEAU_HELP, StudyOptions, StudyPlan, comma_list, number_list
+from ..options import BUDGETS, PLATEAU_HELP, StudyOptions, StudyPlan, name_list, number_list
 from ..runner import StudyError
 
 #: the data step (the issue's probe)
@@ -217,17 +216,6 @@ def plan_line(p: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- command line
 
 
-def _systems(value: Any) -> list[str]:
-    names = [n.strip() for n in comma_list(value, "systems").split(",") if n.strip()]
-    bad = [n for n in names if n not in SYSTEMS]
-    if not names or bad:
-        raise VPIntegratorError(f"systems must be a comma list out of {', '.join(SYSTEMS)}; got {value!r}",
-                                key="systems")
-    from ...config import distinct
-
-    return distinct(names, "systems")
-
-
 @dataclass
 class UnknownFormOptions(StudyOptions):
     """The unknown-form study's keys (besides the shared ones of ``StudyOptions``).
@@ -265,7 +253,7 @@ class UnknownFormOptions(StudyOptions):
     #: the shared key, with this study's default: each training stops at its validation plateau or step cap
     budget: str = key("plateau", choices=BUDGETS, help=PLATEAU_HELP)
     quick: bool = key(False, type=bool)
-    systems: list[str] | None = key(None, optional=True, check=_systems, metavar="LIST")
+    systems: list[str] | None = key(None, optional=True, check=name_list("systems", list(SYSTEMS)), metavar="LIST")
     noise: list[float] | None = key(None, optional=True, metavar="LIST",
                                     check=number_list(float, "noise", 0.0, "noise values >= 0"))
     n_train: int | None = key(None, optional=True, type=int, low=10)
