@@ -12,7 +12,8 @@ conditions; each run gives one point
   single-trajectory stepper where it exists, as in the study's timing table), on the one cost meter
   ([`vpintegrator.clock.meter`][vpintegrator.clock.meter]): every row once cold (compilation and first-call work
   left out), then ``repeats`` interleaved rounds over all rows, the minimum kept; thread CPU seconds of the
-  engine's start and steps (``vpintegrator.rollout.engine.price_seconds``: the studies' rule, one price per row).
+  engine's start and steps (``vpintegrator.rollout.engine.price_seconds``: the studies' rule, one price per row;
+  a DOP853 row, which is no step map of the engine, at the meter's reading around its solve).
 
 DOP853 itself appears as a ladder over tolerances (rtol = atol), and trained models as single points at their
 own step (first window from the exact flow, so that the model's error is its own). Everything is float64.
