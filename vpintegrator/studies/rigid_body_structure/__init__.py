@@ -37,10 +37,18 @@ best validation score (validation data only) of ``--ship`` as ``DIR/rigid_body_<
 
 Usage::
 
-    OMP_NUM_THREADS=1 python scripts/reproduce_rigid_body_structure.py --out runs/rigid_body_structure
-    python scripts/reproduce_rigid_body_structure.py --out RUN --table-only
+    OMP_NUM_THREADS=1 vp-study rigid_body_structure --out runs/rigid_body_structure --jobs 1
+    vp-study rigid_body_structure --table-only --results rigid_body_structure_study_plateau --out DIR
 
 Exit status: 0 done, 2 bad input or a failed step (one line on stderr), 130 interrupted.
+
+Not a preset of ``vp-study compare`` (issue 87, item 3): its problem, rows and budgets are data, but the engine
+draws held-out ICs by the training file's sampler, which ``vp-rollout --heldout`` refuses for the paper's fixed set
+(``paper_sphere``); has one horizon (here t = 100 for the errors, t = 10⁴ for the drifts and the energy drift's
+growth); measures drifts against I(z₀) (a window model's Casimir here: against its own exact first window,
+``results._drifts``, at a 1e-12 target); judges the best row by NRMSE (here three targets per seed); and has no
+rows for the paper's trajectories 1 and 4, the attention step, a shipped model (``pretrained:NAME`` reads as a class
+to train), ``--export-pretrained`` or seeds as members of one training.
 """
 
 from __future__ import annotations
@@ -50,18 +58,13 @@ from pathlib import Path
 from .. import _rollouts, attention, export
 from ..._shipped import shipped_file
 from ..options import Study
-from ..rigid_body_results import PAPER_TRAJ, write_heldout_spec  # noqa: F401  (re-exported)
-from ..runner import Runner, StudyError, Task, budget_flags  # noqa: F401  (StudyError: the study's error)
+from ..rigid_body_results import PAPER_TRAJ
+from ..runner import Runner, Task, budget_flags
 from ..stats import redraw_from
-from .design import (ATTENTION_MODELS, CASIMIR_TARGET, CLASSICAL, DT, ENERGY_GROWTH_TARGET, EPOCH_COSTS,  # noqa: F401
-                     EQUAL_COST_TITLE, HELDOUT_SEED, LM_STEPS_PER_EPOCH, MEDIAN_TARGET, MODELS, N_ATTENTION, P90_TARGET,
-                     ROUNDOFF, SELECTION, SHIPPED_VPT, T_EVAL, StructureOptions, StructurePlan, build_plan, write_spec)
-from .results import (ROW, SCHEMA, build_results, format_results, heldout_values, long_values,  # noqa: F401
+from .design import (ATTENTION_MODELS, CLASSICAL, EPOCH_COSTS, HELDOUT_SEED, MODELS, N_ATTENTION, SELECTION,  # noqa: F401
+                     SHIPPED_VPT, T_EVAL, StructureOptions, StructurePlan, build_plan, write_spec)
+from .results import (SCHEMA, build_results, format_results, heldout_values, long_values,  # noqa: F401
                       paper_values, read_results, write_results)
-
-
-def _config(model: str) -> str:
-    return str(shipped_file(f"configs/study/rigid_body_{model}.toml"))
 
 
 def plan(a: StructurePlan) -> Runner:
@@ -74,7 +77,8 @@ def plan(a: StructurePlan) -> Runner:
     for s in a.seeds:  # seed-major: a seed's rollouts start while later seeds train
         for m in a.models:
             out = run / "train" / f"{m}_s{s}"
-            r.add(Task(f"train_{m}_s{s}", ["vp-train", _config(m), "--data", d / "exact.h5", "--out", out, "--seed",
+            config = shipped_file(f"configs/study/rigid_body_{m}.toml")
+            r.add(Task(f"train_{m}_s{s}", ["vp-train", str(config), "--data", d / "exact.h5", "--out", out, "--seed",
                                              str(s), *budget_flags(a.training_budget, a.train_seconds, max_steps=a.step_budgets.get(m)), *SELECTION, q],
                        [out / "best.pt", out / "summary.json"], ["gen_exact"]))
     common = ["--device", "cpu", "--init", "reference", q]
@@ -120,11 +124,9 @@ def run(a: StructurePlan) -> int:
     if a.results is not None:  # the tables of a results file (a shipped one by name), no run directory
         print(redraw_from(run, a.results, read_results, format_results)[2])
         return 0
-    a.run_recorded(plan, {
-        "models": a.models, "seeds": a.seeds, "train_seconds": a.train_seconds, "n_heldout": a.n_heldout,
-        "n_long": a.n_long, "long_t_end": a.long_t_end, "jobs": a.jobs,
-        "budget": a.budget, "wall_ceiling": a.wall_ceiling, "patience": a.patience,
-        "step_budgets": a.step_budgets}, prepare=lambda run: write_spec(run, a.n_heldout))
+    a.run_recorded(plan, {k: getattr(a, k) for k in ("models", "seeds", "train_seconds", "n_heldout", "n_long",
+                                                      "long_t_end", "jobs", "budget", "wall_ceiling", "patience",
+                                                      "step_budgets")}, prepare=lambda run: write_spec(run, a.n_heldout))
     print(write_results(run))
     if a.export_pretrained:
         export.export_pretrained(run, {f"rigid_body_{a.ship}": a.ship}, a.export_pretrained,
