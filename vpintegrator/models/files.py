@@ -500,6 +500,8 @@ def load_model(path: str | os.PathLike[str], map_location: Any = "cpu", hparams:
     if isinstance(payload.get("split"), dict):  # vp-train's trajectory split (vp-rollout labels rows by it)
         model.training_split = payload["split"]
         model.training_split_data = payload.get("split_data") if isinstance(payload.get("split_data"), dict) else None
+    if isinstance(payload.get("fit_record"), dict):  # a TrainedModel's training (vpintegrator.models.fitted)
+        setattr(model, "fit_record", payload["fit_record"])
     if isinstance(payload.get("ancestors"), list):  # fine-tuned (init_from): what the models it started from saw
         setattr(model, "training_ancestors", [a for a in payload["ancestors"] if isinstance(a, dict)])
     trained_on = {k: payload[k] for k in ("dt", "system", "system_params", "parametric", "observation",

@@ -17,7 +17,8 @@ for ``NAME+METHOD``; ``summary`` and ``needs`` for ``vp-rollout --list``); ``fit
 is one line listing the valid ones) and ``list_fitted()``. A file records its class's module, imported on load
 when the kind is not registered yet (``vpintegrator.rollout.sindy``: the SINDy rows integrate their fields by the
 classical methods, above this layer). ``vpintegrator.rollout.methods`` builds every fitted row from it with
-``for_row`` (one builder, no per-kind branch).
+``for_row`` (one builder, no per-kind branch). The networks have the same interface, one layer up (training):
+``vpintegrator.training.trained`` (``TrainedModel``; ``list_kinds``, ``kind_class``, ``load_kind`` over both).
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ class FittedModel(StepMap):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         name = cls.__dict__.get("row")
-        if name:
+        if name and cls.kind == "fitted":  # (a network's class, vpintegrator.training.trained, is not registered)
             if name in _FITTED and _FITTED[name].__qualname__ != cls.__qualname__:
                 raise VPIntegratorError(f"fitted model {cls.__name__}: row {name!r} is taken by "
                                         f"{_FITTED[name].__name__}; give another name")
