@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -503,7 +503,7 @@ class WindowRegressionStep(FittedModel):
             for fit in fits:
                 with np.errstate(all="ignore"):
                     pred = self._predict(fit, np.ascontiguousarray(val[:, :T]), val.shape[1] - T)
-                scored.append(_replace(fit, score=window_score(pred, val[:, T:])))
+                scored.append(replace(fit, score=window_score(pred, val[:, T:])))
             self.candidates = scored
             self.identity_score = window_score(np.repeat(val[:, T - 1:T], val.shape[1] - T, axis=1), val[:, T:])
             usable = [f for f in scored if f.score < 1.0]
@@ -601,12 +601,6 @@ class WindowRegressionStep(FittedModel):
         elif self.failure_reason:
             info["fit_failure"] = self.failure_reason
         return info
-
-
-def _replace(fit: MemoryFit, **changes: Any) -> MemoryFit:
-    import dataclasses
-
-    return dataclasses.replace(fit, **changes)
 
 
 class NARXStep(WindowRegressionStep):
