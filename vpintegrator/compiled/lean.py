@@ -52,7 +52,7 @@ import numpy as np
 from ._jit import HAVE_NUMBA, jit, named_class, njit
 from .newton import (BLOWN_UP, NONFINITE, NOT_CONVERGED, OK, SINGULAR, converged, lu_solve, scale_of,
                      step_gauss_legendre, update_norm)
-from .systems import FIELDS, GRADIENTS, LINEAR_IN_PARAMS, SHIPPED, vector_field
+from .systems import FIELDS, GRADIENTS, LINEAR_IN_PARAMS, SHIPPED, _put, vector_field
 from .user import COMPILED as USER
 from .systems import jacobian as kernel_jacobian
 
@@ -728,12 +728,6 @@ def _norm2(z):
 
 
 @jit
-def _save(y, z):
-    for i in range(len(z)):
-        y[i] = z[i]
-
-
-@jit
 def _reset(info):
     info[0] = np.inf
     info[1] = 0.0
@@ -744,7 +738,7 @@ def _reset(info):
 @jit
 def _stop(y, z, st, info, k, rows):
     """Stopped at step k + 1 with status ``st``: the state z into y, the status and the step into info; ``rows``."""
-    _save(y, z)
+    _put(z, y)
     info[1] = st
     info[2] = k + 1
     return rows
@@ -763,7 +757,7 @@ def run_explicit(tag, pp, y, h, n, out, gammas, info, every):
         st = store(NONE, NONE, x, out, k, lim2, every)
         if st != OK:
             return _stop(y, x, st, info, k, (k + 1) // every)
-    _save(y, x)
+    _put(x, y)
     return n // every
 
 
@@ -789,7 +783,7 @@ def run_verlet(fa, cols, watch, y, h, gammas, n, out, info, f, every):
         st = store(cols, watch, x, out, k, lim2, every)
         if st != OK:
             return _stop(y, x, st, info, k, (k + 1) // every)
-    _save(y, x)
+    _put(x, y)
     return n // every
 
 
@@ -803,7 +797,7 @@ def run_shears(pp, y, comps, coefs, n, out, info, every):
         st = store(NONE, NONE, z, out, k, lim2, every)
         if st != OK:
             return _stop(y, z, st, info, k, (k + 1) // every)
-    _save(y, z)
+    _put(z, y)
     return n // every
 
 
@@ -821,7 +815,7 @@ def run_implicit(tag, pp, p, y, h, n, out, gammas, tol, max_iter, info, ws, m, t
             hh = h if gammas.size == 0 else gammas[g] * h
             ok, w = step(tag, pp, hh, z, tol, max_iter, tab)
             if not ok:  # the exact NumPy rule decides
-                _save(u, z)
+                _put(z, u)
                 st = exact(tag, pp, p, u, hh, v, ws, m, ta, tb, tc, tol, max_iter, info)
                 if st != 0:
                     return _stop(y, x, st, info, k, k // every)
@@ -831,7 +825,7 @@ def run_implicit(tag, pp, p, y, h, n, out, gammas, tol, max_iter, info, ws, m, t
         st = store(NONE, NONE, x, out, k, lim2, every)
         if st != OK:
             return _stop(y, x, st, info, k, (k + 1) // every)
-    _save(y, x)
+    _put(x, y)
     return n // every
 
 
