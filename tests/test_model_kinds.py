@@ -61,3 +61,15 @@ def test_a_trained_and_a_fitted_kind_fit_save_load_and_step_alike(name, tmp_path
     assert {k: v for k, v in loaded.describe().items() if k != "runner"} == keep
     if name == "vpff":
         assert keep["train_steps"] == 10 and keep["model"] == "vpff" and keep["fit_clock"] == "process_cpu"
+
+
+def test_a_network_builds_as_an_engine_row_and_trains_when_it_starts(monkeypatch):
+    from vpintegrator.models.fitted import RowData
+
+    monkeypatch.setattr(TrainedModel, "MAX_STEPS", 3)
+    row = kind_class("gru").for_row(RowData(lambda: _trajectories(6, 0), lambda: _trajectories(2, 1), 2, 3, H, None,
+                                            "a test split"))
+    assert row.module is None and (row.seq_len, row.dim) == (2, 3)  # nothing trained before the row starts
+    y = rollout(row, _trajectories(2, 2)[:, :2], H, 5).y
+    record = row.describe()
+    assert np.isfinite(y).all() and record["train_steps"] == 3 and record["fit_source"] == "a test split"
