@@ -67,13 +67,13 @@ from typing import Any
 
 from ..options import Study
 from ..runner import StudyError, check_out_dir, one_line
-from ..stats import read_json, redraw_from, write_json, write_tables
+from ..stats import write_json
 from .evaluation import evaluate_seed, run_study
 from .design import (APPROACHES, DEFAULTS, H, HORIZONS, MAX_STEPS, MAX_STEPS_QUICK, PLATEAU_CPU, PLATEAU_CPU_SOURCE,
                      QUICK, RECIPES, STARTUP_CPU, SYSTEMS, TARGETS, StopRule, UnknownFormOptions, UnknownFormPlan,
                      build_plan, check_data, plan, plan_line)
 from .runs import chosen, make_data
-from .tables import check_rows, figures, merge_rows, plateau, stop_rule_lines, summarize_rows, tables, wall_ceiling_line
+from .tables import figures, merge_rows, plateau, results, stop_rule_lines, summarize_rows, tables, wall_ceiling_line
 
 #: the study's names (its modules: ``design`` what it runs and its plan, ``runs`` the data and trainings, ``evaluation`` the rows,
 #: ``tables`` the tables and figures)
@@ -88,64 +88,46 @@ def run(a: UnknownFormPlan) -> int:
     """The study from its resolved options (``STUDY``); bad input is a one-line ``StudyError``."""
     out = Path(a.out)
     check_out_dir(out)
-    path = out / "unknown_form.json"
+    res = results(a.amortise_over)
+    path = res.path(out)
     if a.export_pretrained is not None:
         raise StudyError("--export-pretrained: the unknown_form study ships no pretrained model (its runs are under "
                          "OUT/runs)")
     if a.results is not None:  # the tables and figures of a results file (the shipped one by name), no runs
-        def read(p: Path) -> list[dict[str, Any]]:
-            return check_rows(read_json(p), p)  # another study's file, a row without a key: one line
-
-        _, rows, text = redraw_from(out, a.results, read, lambda r: tables(summarize_rows(r, a.amortise_over)),
-                                    figures="unknown_form_")
-        figures(summarize_rows(rows, a.amortise_over), out, rows)
-        print(text)
-        return 0
+        return res.redraw(out, a.results)
     if a.table_only:
-        data = read_json(path)
-        if data is None:
-            raise StudyError(f"--table-only: {path} not found; give the --out of an earlier unknown_form study")
-        rows = check_rows(data, path)
-    else:
-        from ...rollout.sindy import require_pysindy
+        return res.finish(out, res.read_rows(path))
+    from ...rollout.sindy import require_pysindy
 
-        require_pysindy("sindy+gauss_legendre4")
-        systems, seeds = a.systems, a.seeds
-        if a.data is not None:
-            check_data(Path(a.data), systems)
-        line = plan_line(plan(systems, seeds, a.noise, a.budget_seconds, a.sweep, a.jobs, a.rule))
-        print(line, flush=True)
-        if a.estimate:
-            return 0
-        out.mkdir(parents=True, exist_ok=True)
-        previous = read_json(path) or {}
-        if previous:  # merged with the new rows below: checked first
-            check_rows(previous, path)
-        command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])  # no absolute path of the install
+    require_pysindy("sindy+gauss_legendre4")
+    systems, seeds = a.systems, a.seeds
+    if a.data is not None:
+        check_data(Path(a.data), systems)
+    line = plan_line(plan(systems, seeds, a.noise, a.budget_seconds, a.sweep, a.jobs, a.rule))
+    print(line, flush=True)
+    if a.estimate:
+        return 0
+    out.mkdir(parents=True, exist_ok=True)
+    previous = res.earlier(path)  # merged with the new rows below: checked first
+    command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])  # no absolute path of the install
 
-        def save(new: list[dict[str, Any]]) -> None:  # after every (seed, system, σ): nothing finished is lost
-            write_json(path, {"commands": [*previous.get("commands", []), command],
-                              "rows": merge_rows(previous.get("rows", []), new)})
+    def save(new: list[dict[str, Any]]) -> None:  # after every (seed, system, σ): nothing finished is lost
+        write_json(path, {"commands": [*previous.get("commands", []), command],
+                          "rows": merge_rows(previous.get("rows", []), new)})
 
-        print(f"unknown_form stop rule: {a.rule.describe()}", flush=True)
-        try:
-            new = run_study(out, systems, seeds, a.noise, n_train=a.n_train,
-                            n_test=a.n_test, budget=a.budget_seconds, sweep=a.sweep,
-                            jobs=a.jobs, ceiling=a.wall_ceiling, data=None if a.data is None else Path(a.data),
-                            overwrite=a.overwrite, save=save, rule=a.rule)
-        except subprocess.CalledProcessError as exc:
-            what = exc.cmd[exc.cmd.index("--out") + 1] if "--out" in exc.cmd else " ".join(exc.cmd)
-            raise StudyError(f"{Path(exc.cmd[2]).name if len(exc.cmd) > 2 else 'a step'} of {what} failed (exit "
-                             f"{exc.returncode}; its message is above); fix it and run the same command again "
-                             f"(finished runs are kept)") from None
-        save(new)
-        rows = merge_rows(previous.get("rows", []), new)
-    summary = summarize_rows(rows, a.amortise_over)
-    text = tables(summary)
-    write_tables(out / "unknown_form.md", text)
-    figures(summary, out, rows)
-    print(text)
-    return 0
+    print(f"unknown_form stop rule: {a.rule.describe()}", flush=True)
+    try:
+        new = run_study(out, systems, seeds, a.noise, n_train=a.n_train,
+                        n_test=a.n_test, budget=a.budget_seconds, sweep=a.sweep,
+                        jobs=a.jobs, ceiling=a.wall_ceiling, data=None if a.data is None else Path(a.data),
+                        overwrite=a.overwrite, save=save, rule=a.rule)
+    except subprocess.CalledProcessError as exc:
+        what = exc.cmd[exc.cmd.index("--out") + 1] if "--out" in exc.cmd else " ".join(exc.cmd)
+        raise StudyError(f"{Path(exc.cmd[2]).name if len(exc.cmd) > 2 else 'a step'} of {what} failed (exit "
+                         f"{exc.returncode}; its message is above); fix it and run the same command again "
+                         f"(finished runs are kept)") from None
+    save(new)
+    return res.finish(out, merge_rows(previous.get("rows", []), new))
 
 
 #: the study as the runner runs it (``vp-study unknown_form``, ``python -m vpintegrator.studies.unknown_form``)

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..schema import Each, Obj, ResultsSchema, check_results, is_number
+from ..schema import Each, Obj, ResultsFile, ResultsSchema, is_number
 from ..stats import as_number as _num, fmt_g, merge_keyed, quantile_cell, seed_quantiles
 from ...clock import METER_RULE
 from .design import CASIMIR_STEPS, FLOW_MAPS, HORIZONS, SYSTEMS, TARGETS
@@ -66,15 +66,6 @@ ROW = Obj(required={"system": _system, "noise": "number", "seed": "int", "method
                     "library": "str?", "threshold": "number?", "casimir_long": "number?", "failure": "str",
                     "cost_setup": "number?", "cost_clock": "str?", "cost_repeats": "int"})
 SCHEMA = ResultsSchema("unknown_form", {"rows": Each(ROW)}, label=("method",))
-
-
-def check_rows(doc: Any, path: Path) -> list[dict[str, Any]]:
-    """The rows of ``unknown_form.json`` (``doc``, read from ``path``), checked against this study before any
-    table is drawn (``SCHEMA``; ``vpintegrator.studies.schema.check_results``): a JSON object with a list
-    ``rows``, each row an object with every required key of ``ROW`` of its kind, the optional keys of theirs.
-    Anything else (another study's JSON, a row missing a key or with a field of the wrong type) is one line
-    naming the file, the row and the key."""
-    return check_results(doc, path, SCHEMA)["rows"]
 
 
 def merge_rows(old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -365,3 +356,10 @@ def figures(summary: list[dict[str, Any]], out: Path, rows: Sequence[dict[str, A
             paths += save_figure(fig, out / f"unknown_form_plateau_{system}", formats=("png", "svg"), overwrite=True)
     return paths
 
+
+def results(amortise_over: float = 1e5) -> ResultsFile:
+    """The study's results file (``vpintegrator.studies.schema.ResultsFile``): ``OUT/unknown_form.json``, its rows
+    checked against ``SCHEMA`` before any table is drawn, the tables ``OUT/unknown_form.md`` (training amortised
+    over ``amortise_over`` rollouts) and the figures, drawn from the rows alone."""
+    return ResultsFile("unknown_form", SCHEMA, lambda rows: summarize_rows(rows, amortise_over), tables,
+                       lambda rows, summary, out: figures(summary, out, rows), figure_prefix="unknown_form_")
