@@ -21,8 +21,9 @@ sampler with a fresh seed (``vp-rollout``'s ``heldout``: the rows labelled ``new
 and the work–precision ladder on the trained models' test split; for a data-only file, the trained models' own test
 split (``vp-rollout``'s default), scored against the data. NRMSE is against the spread of the models' training
 split, as ``vp-rollout`` has it. Every row is rolled out by ``run_rollouts`` (what ``vp-rollout`` runs) and priced
-by its rule (CPU seconds of one step of the whole batch, warm, the least over repeats: the meter's,
-``vpintegrator.clock``).
+by the package's one rule (``vpintegrator.rollout.engine.price_seconds``: the engine's CPU seconds of the step map's
+start and its steps, over the steps of the whole batch; warm; a short row the least of ``COST_REPEATS`` runs, one
+after another; a device-engine row its steps' device time).
 
 Output in ``--out``: the verdict lines on stdout (per problem: the best row with the equations, the best data-only
 row, the seeds' VPT, each with its median [min, max] over seeds and its cost; best = least median mean NRMSE), then
