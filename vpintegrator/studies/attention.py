@@ -28,18 +28,16 @@ from pathlib import Path
 from ..config import Config, key
 from .options import Study
 from .runner import StudyError, Task
-from .stats import median_interval, write_json
+from .stats import median_interval, relative_errors, write_json
 
 
 def _errors(model, ref, dt: float, n_steps: int):
     import numpy as np
 
-    from vpintegrator.arrays import relative_error
     from vpintegrator.rollout import ModelStep, rollout
 
     y = rollout(ModelStep(model, device="cpu"), ref[:, : int(getattr(model, "seq_len"))], dt, n_steps).y
-    err = relative_error(y[:, n_steps], ref[:, n_steps])
-    err = np.where(np.isfinite(err), err, np.inf)
+    err = relative_errors(y, ref, [n_steps])[n_steps]
     return {**median_interval(err), "mean": float(np.mean(err))}
 
 

@@ -112,15 +112,13 @@ def seed_quantiles(per_seed_values: Iterable[Iterable[float | None]]) -> dict[st
 
 
 def relative_errors(y: Any, ref: Any, steps: Iterable[int]) -> dict[int, list[float]]:
-    """Per step k of ``steps``: the relative error ``|y[:, k] - ref[:, k]| / |ref[:, k]|`` of each trajectory of
-    ``y`` (n, K, dim) against ``ref`` (inf where it is not finite: a rollout that failed)."""
+    """Per step k of ``steps``: the relative error (``vpintegrator.arrays.relative_error``) of each trajectory of
+    ``y`` (n, K, dim) at k against ``ref``'s, inf where it is not finite (a rollout that failed)."""
     import numpy as np
 
-    out = {}
-    for k in steps:
-        e = np.linalg.norm(y[:, k] - ref[:, k], axis=-1) / np.linalg.norm(ref[:, k], axis=-1)
-        out[k] = [float(v) if np.isfinite(v) else math.inf for v in e]
-    return out
+    from ..arrays import relative_error
+
+    return {k: [float(e) if np.isfinite(e) else math.inf for e in relative_error(y[:, k], ref[:, k])] for k in steps}
 
 
 def drift_growth(t: Iterable[float], band: Iterable[float], bounded_below: float = 0.25) -> dict[str, Any]:
