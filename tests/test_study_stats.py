@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from vpintegrator.studies.stats import bootstrap_ci, drift_growth, median_interval, read_json, write_json
+from vpintegrator.studies.stats import (bootstrap_ci, drift_growth, fmt_g, interval_cell, median_interval, merge_keyed,
+                                        over_seeds, quantile_cell, read_json, relative_errors, seed_quantiles, write_json)
 
 
 def test_median_interval_counts_blowups_as_the_worst():
@@ -62,3 +63,21 @@ def test_write_json_records_the_versions_of_a_studys_results(tmp_path):
     assert read_json(tmp_path / "settings.json") == {"seed": 0}
     write_json(tmp_path / "given.json", {"rows": [], "provenance": {"mine": True}})  # a record already there is kept
     assert read_json(tmp_path / "given.json")["provenance"] == {"mine": True}
+
+
+def test_the_shared_over_seeds_cells_and_merges_of_the_studies():
+    e = over_seeds([0.1, None, 0.3])
+    assert e["per_seed"] == [0.1, None, 0.3] and e["median"] == pytest.approx(0.2)
+    assert e["ci"][0] is not None and 0.1 <= e["ci"][0] <= e["ci"][1] <= 0.3
+    one = over_seeds([None, 0.5])
+    assert one["median"] == 0.5 and one["ci"] == [None, None] and interval_cell(one) == "0.5"
+    assert over_seeds([None])["median"] is None and interval_cell(over_seeds([None])) == "—"
+    q = seed_quantiles([[1e-4, 2e-4, math.inf], [3e-4, 3e-4, 3e-4]])
+    assert q["median"] == pytest.approx(2.5e-4) and quantile_cell(q).endswith("(0.00012–inf)")
+    assert [fmt_g(x) for x in (None, math.nan, "inf", 0.000123, 12345.0)] == ["—", "—", "inf", "0.00012", "1.2e+04"]
+    y, ref = np.ones((2, 3, 2)), np.ones((2, 3, 2))
+    y[0, 1], y[1, 2] = [1.0, 2.0], np.nan
+    assert relative_errors(y, ref, [1, 2]) == {1: [pytest.approx(1 / math.sqrt(2)), 0.0], 2: [0.0, math.inf]}
+    old, new = [{"k": 1, "v": "a"}, {"k": 2, "v": "b"}], [{"k": 1, "v": "c"}]
+    assert merge_keyed(old, new, lambda r: r["k"]) == [{"k": 1, "v": "c"}, {"k": 2, "v": "b"}]
+    assert merge_keyed(old, new, lambda r: r["k"], at_end=True) == [{"k": 2, "v": "b"}, {"k": 1, "v": "c"}]
