@@ -3,13 +3,12 @@ its batch-1 CPU per unit time, and the record it becomes."""
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ...errors import VPIntegratorError
-from ..stats import median_interval
+from ..stats import median_interval, relative_errors
 from .data import Case
 from .plan import HORIZONS, T
 
@@ -46,13 +45,8 @@ def _advance(system: Any, method: str, h: float, y0: np.ndarray, horizons: Seque
 def _errors(y: np.ndarray, case: Case) -> dict[str, Any]:
     """Per horizon: the median (and 10-90 % interval) over the held-out mu of the full state's relative error;
     ``y`` (n, len(HORIZONS), 2N)."""
-    from ...arrays import relative_error
-
-    out = {}
-    for i, t in enumerate(HORIZONS):
-        e = np.asarray(relative_error(y[:, i], case.heldout[:, i + 1]), dtype=np.float64)
-        out[f"err_t{t:g}"] = median_interval([float(v) if np.isfinite(v) else math.inf for v in e])
-    return out
+    errors = relative_errors(y, case.heldout[:, 1:], range(len(HORIZONS)))
+    return {f"err_t{t:g}": median_interval(errors[i]) for i, t in enumerate(HORIZONS)}
 
 
 def _record(case: Case, row: str, label: str, **values: Any) -> dict[str, Any]:
