@@ -7,6 +7,7 @@ import contextlib
 import importlib.util
 import io
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -31,15 +32,20 @@ def quick_run(tmp_path_factory):
     """A --quick run on the rigid body at tiny sizes (RK4, the seeds' VPT, a user's network by import path, the
     identity): (out, exit, stdout)."""
     out = tmp_path_factory.mktemp("compare") / "run"
-    stdout = io.StringIO()
-    with contextlib.redirect_stdout(stdout):
-        status = main("compare", ["--problems", "rigid_body", "--model", USER, "--rows", f"rk4,vpt,{USER_ROW},identity",
-                                  *TINY, "--out", str(out)])
-    return out, status, stdout.getvalue()
+    stdout, said = io.StringIO(), io.StringIO()
+    handler, logger = logging.StreamHandler(said), logging.getLogger("vpintegrator.rollout.run")
+    logger.addHandler(handler)
+    try:
+        with contextlib.redirect_stdout(stdout):
+            status = main("compare", ["--problems", "rigid_body", "--model", USER, "--rows",
+                                      f"rk4,vpt,{USER_ROW},identity", *TINY, "--out", str(out)])
+    finally:
+        logger.removeHandler(handler)
+    return out, status, stdout.getvalue(), said.getvalue()
 
 
 def test_quick_run_writes_a_verdict_and_a_table(quick_run):
-    out, status, stdout = quick_run
+    out, status, stdout, said = quick_run
     assert status == 0
     result = json.loads((out / "compare.json").read_text())
     assert result["schema"] == "vpintegrator.compare/1"
@@ -63,6 +69,8 @@ def test_quick_run_writes_a_verdict_and_a_table(quick_run):
     assert rows["rk4"]["seconds_per_step"] > 0 and rows["vpt"]["seconds_per_step"] > 0
     assert "| method | kind | final rel. error | mean NRMSE |" in (out / "compare.md").read_text()
     assert "identity (new): worse than the identity map" not in (out / "compare.md").read_text()
+    # nor in the rollout's lines: the baseline is not held to itself ("... 1x that of holding the last given state")
+    assert "vpt@s0: rolling out" in said and "identity (new): worse than the identity map" not in said
     # the work–precision ladder with the learned rows on it: the equal-cost section and its figure
     assert "### At equal cost" in (out / "compare.md").read_text()
     assert {Path(f).name for f in problem["figures"]} >= {"error.png", "work_precision.png"}
@@ -70,7 +78,7 @@ def test_quick_run_writes_a_verdict_and_a_table(quick_run):
 
 
 def test_quick_run_trains_on_a_step_budget_and_holds_out_its_test_conditions(quick_run):
-    out, _, _ = quick_run
+    out, _, _, _ = quick_run
     for seed in (0, 1):
         summary = json.loads((out / "rigid_body" / f"vpt@s{seed}" / "summary.json").read_text())
         assert summary["steps"] == 20

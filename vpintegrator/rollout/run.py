@@ -210,6 +210,11 @@ def write_index_if_complete(out: Path, count: int) -> tuple[list[dict], str] | N
     return index_when_complete(Path(out), count, "rollout", write)
 
 
+def _baseline(model: Any) -> bool:
+    """Whether ``model`` is the identity baseline (``identity_baseline``): the notes do not hold it to itself."""
+    return bool(getattr(model, "identity_baseline", False))
+
+
 def _learned(path: Path) -> set[str]:
     """The methods of a rollout file or index learnt from data (their ``kind`` attribute: ``LEARNED_KINDS``)."""
     import h5py
@@ -327,8 +332,10 @@ def _write_rollouts(plan: RolloutPlan, say: Say, held: list[Any], outs: list[Pat
         if lyapunov is not None:  # the horizon in Lyapunov times, beside vpt
             rows = [_after(r, "vpt", {"vpt_lyapunov": (r["vpt"] - plan.t0) * lyapunov}) for r in rows]
         writer.finish(rows)
-    learned = {m.label for m in plan.methods if getattr(m.step_map, "kind", "") in LEARNED_KINDS}
-    said = [*([line] if line else []), *identity_notes(rows, learned | {label for label, _, _ in plan.models})]
+    learned = {m.label for m in plan.methods if getattr(m.step_map, "kind", "") in LEARNED_KINDS
+               and not _baseline(getattr(m.step_map, "model", None))}
+    learned |= {label for label, model, _ in plan.models if not _baseline(model)}
+    said = [*([line] if line else []), *identity_notes(rows, learned)]
     for line in said:
         say(line)
     notes = [*plan.table_notes, *said]

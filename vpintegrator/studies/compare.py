@@ -250,6 +250,9 @@ class IdentityMap(torch.nn.Module):
     """The do-nothing map as a model: the next state is the last given one, (batch, seq_len, dim) -> (batch, 1, dim)
     (one window (seq_len, dim) -> (1, dim)); the identity baseline's row, rolled out by the engine of every row."""
 
+    #: the rollout's notes do not hold it to itself ("worse than the identity map ... 1x")
+    identity_baseline = True
+
     def __init__(self, dim: int, seq_len: int = 1) -> None:
         super().__init__()
         self.dim, self.seq_len, self.pred_window = int(dim), int(seq_len), 1
