@@ -171,9 +171,9 @@ class Normalisation:
 
 def _not_normalisable(model: Any) -> str | None:
     """Why ``model``'s rollout cannot take a conjugation (a context model, a learned vector field), or None."""
-    from .vector_field import is_vector_field_model
+    from .vector_field import VectorFieldModel
 
-    if is_vector_field_model(model):
+    if isinstance(model, VectorFieldModel):
         return "a learned vector field (its rollout integrates the field: no conjugation there)"
     if isinstance(getattr(model, "context_len", None), int) and callable(getattr(model, "step", None)):
         return "a context model (its rollout steps read the context: no conjugation there)"

@@ -51,7 +51,7 @@ from ..nn.mlp_bank import MLPBank
 from .registry import _record_config, register_model
 
 __all__ = ["VectorFieldModel", "HamiltonianNet", "LiePoissonHamiltonianNet", "DivergenceFreeField", "NeuralODE",
-           "FIELD_METHODS", "is_vector_field_model", "gauss_legendre_tableau"]
+           "FIELD_METHODS", "gauss_legendre_tableau"]
 
 #: the classical methods of the training window map (torch); the rollout takes any registered integrator
 FIELD_METHODS = ("rk4", "implicit_midpoint", "gauss_legendre4", "gauss_legendre6")
@@ -64,11 +64,6 @@ def gauss_legendre_tableau(s: int) -> tuple[np.ndarray, np.ndarray]:
     ``vpintegrator.integrators.coefficients`` (the tableau every path reads)."""
     A, b, _ = gauss_legendre(s)
     return A, b
-
-
-def is_vector_field_model(model: Any) -> bool:
-    """Whether ``model`` is a learned vector field (a [`VectorFieldModel`][vpintegrator.models.VectorFieldModel])."""
-    return isinstance(model, VectorFieldModel)
 
 
 def _check_method(method: Any) -> str:

@@ -42,8 +42,8 @@ class LearnedField(System):
     _weights: ClassVar[list[np.ndarray]]
 
     def __post_init__(self) -> None:
-        from ..models.vector_field import is_vector_field_model
-        if not is_vector_field_model(self.model):
+        from ..models.vector_field import VectorFieldModel
+        if not isinstance(self.model, VectorFieldModel):
             raise VPIntegratorError(f"LearnedField: expected a vector-field model (hnn, lphnn, divfree, node), got "
                                     f"{type(self.model).__name__}")
         weights = [np.ascontiguousarray(w.detach().cpu().double().numpy()) for w in self.model.net.weights()]

@@ -480,10 +480,10 @@ def parse_model_entry(entry) -> tuple[str, Any, str]:
 def _with_method(model, method: str | None, spec: str):
     """``model`` with the integrator of ``PATH@METHOD`` recorded (``rollout_method``); refused for a model that
     is not a vector field (its step is its own)."""
-    from ..models.vector_field import is_vector_field_model
+    from ..models.vector_field import VectorFieldModel
     if method is None:
         return model
-    if not is_vector_field_model(model):
+    if not isinstance(model, VectorFieldModel):
         raise VPIntegratorError(f"models: {spec}: '@{method}' names an integrator, but this model is a step map, not "
                                 "a learned vector field (hnn, lphnn, divfree, node); leave out '@...'", key="models")
     from ..integrators import get_integrator
@@ -519,12 +519,12 @@ def model_step(model, device: str = "cpu", overlap: bool = False, jit: bool | st
     model, a learned vector field integrated at step ``dt`` (default its own) by its integrator
     (``vpintegrator.rollout.field.field_step``), [`ModelStep`][vpintegrator.rollout.steps.ModelStep] otherwise."""
     from ..models.normalise import model_normalisation
-    from ..models.vector_field import is_vector_field_model
-    if (is_vector_field_model(model) or is_context_model(model)) and model_normalisation(model) is not None:
+    from ..models.vector_field import VectorFieldModel
+    if (isinstance(model, VectorFieldModel) or is_context_model(model)) and model_normalisation(model) is not None:
         raise VPIntegratorError(f"models: {type(model).__name__} records a normalisation, but its rollout steps (a "
                                 "vector field's integrator, a context step) take none; train it with normalise = "
                                 "'off'", key="models")
-    if is_vector_field_model(model):
+    if isinstance(model, VectorFieldModel):
         return field_step(model, model.dt if dt is None else dt)
     if is_context_model(model):
         if overlap:
@@ -554,7 +554,7 @@ def prepare_methods(names: Sequence[str], entries: Sequence[tuple[str, Any, str]
     integrators, ``exact_flow``, registered rows (``ROW_KINDS``)) and the models ``entries``
     ([`parse_model_entry`][vpintegrator.rollout.methods.parse_model_entry] results; a context model brings
     its oracle row); ``split``: the fitted rows' ``FitSplit``."""
-    from ..models.vector_field import is_vector_field_model
+    from ..models.vector_field import VectorFieldModel
     from ..integrators import list_integrators
     from ..systems.unknown import UnknownSystem
 
@@ -593,7 +593,7 @@ def prepare_methods(names: Sequence[str], entries: Sequence[tuple[str, Any, str]
             )
         step_map = model_step(model, device=settings.device, overlap=settings.overlap, jit=settings.fast_step,
                               **({"noise": settings.context_noise} if is_context_model(model) else {}),
-                              **({"dt": dt} if is_vector_field_model(model) else {}))
+                              **({"dt": dt} if isinstance(model, VectorFieldModel) else {}))
         use_device_engine(settings.engine, step_map, system)  # an engine the model cannot use: refused now
         if n_steps < step_map.seq_len:
             raise VPIntegratorError(

@@ -247,7 +247,7 @@ def work_precision(
     -------
     list of WorkPrecisionRow
     """
-    from ..models.vector_field import is_vector_field_model
+    from ..models.vector_field import VectorFieldModel
     from ..data import solve_flow
     from ..integrators import get_integrator, supported_integrators
     from ..systems import get_system
@@ -308,7 +308,7 @@ def work_precision(
         rows.append(WorkPrecisionRow("dop853", "dop853", math.nan, float(rtol), 0, t_end, len(y0), med, p90, mx,
                                      _drift(system, y), math.nan, "numba"))
     for label, model in (models or {}).items():
-        if is_vector_field_model(model):  # a learned field: its integrator over the step ladder (issue 43)
+        if isinstance(model, VectorFieldModel):  # a learned field: its integrator over the step ladder (issue 43)
             if observation is not None:
                 raise VPIntegratorError(f"models: {label} is a learned vector field of the full state; an observed "
                                         "work-precision table takes window models of the observed channels",
