@@ -77,9 +77,12 @@ def _model_observation(label: str, model: Any) -> tuple[bool, Observation | None
     record = getattr(model, "trained_on", None)
     if not isinstance(record, dict) or "observation" not in record:
         return False, None
+    observation = observation_from_record(record["observation"], f"model {label}")
+    if observation is None:  # trained on the full state: nothing to attach
+        return True, None
     from ..reduction.observation import attach_reduction  # a nonlinear reduction: loaded from its recorded file
 
-    return True, attach_reduction(observation_from_record(record["observation"], f"model {label}"), f"model {label}")
+    return True, attach_reduction(observation, f"model {label}")
 
 
 def run_observation(spec: str | None, meta: Mapping[str, Any], system: Any, entries: Sequence[tuple[str, Any, str]],
