@@ -467,6 +467,9 @@ class WindowRegressionStep(FittedModel):
     def _grid_size(self) -> int:
         raise NotImplementedError
 
+    def _set_grid(self, *args: Any, **grid: Any) -> None:
+        raise NotImplementedError
+
     # -- the fit
     def _arrays(self) -> tuple[np.ndarray, np.ndarray | None]:
         T = self.seq_len
@@ -661,7 +664,7 @@ class ARXStep(NARXStep):
     summary = ("linear memory: the next state a linear function of the last context_len states (least squares on "
                "the training windows, ridge by validation rollout)")
 
-    def _set_grid(self, ridges: Sequence[float] | float | None = None) -> None:
+    def _set_grid(self, ridges: Sequence[float] | float | None = None) -> None:  # type: ignore[override]
         super()._set_grid(None, ridges)
 
     def _library_grid(self, libraries: Any) -> list[tuple[str, np.ndarray]]:

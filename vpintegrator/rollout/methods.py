@@ -494,7 +494,7 @@ def _with_method(model, method: str | None, spec: str):
     except VPIntegratorError as err:
         raise VPIntegratorError(f"models: {spec}: the model loads, but '@{method}' cannot roll it out: {err}",
                                 key="models") from None
-    model.rollout_method = method
+    setattr(model, "rollout_method", method)
     return model
 
 
@@ -525,7 +525,7 @@ def model_step(model, device: str = "cpu", overlap: bool = False, jit: bool | st
                                 "vector field's integrator, a context step) take none; train it with normalise = "
                                 "'off'", key="models")
     if isinstance(model, VectorFieldModel):
-        return field_step(model, model.dt if dt is None else dt)
+        return field_step(model, model.dt if dt is None else dt)  # type: ignore[arg-type]  # (a model's own dt)
     if is_context_model(model):
         if overlap:
             raise VPIntegratorError("overlap: a context model steps one state at a time; set overlap false",

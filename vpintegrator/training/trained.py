@@ -74,9 +74,9 @@ class TrainedModel(FittedModel):
         if self.module is None:
             data = [None if y is None else np.asarray(y() if callable(y) else y, dtype=np.float64) for y in self._data]
             tic = process_cpu()
-            got = fit(model={"name": self.row, **self._hparams}, **self._keys, **{
-                what: None if y is None else Trajectories(y=y, t=self.dt * np.arange(y.shape[1]))
-                for what, y in zip(("train", "val"), data)})
+            split: dict[str, Any] = {what: None if y is None else Trajectories(y=y, t=self.dt * np.arange(y.shape[1]))
+                                     for what, y in zip(("train", "val"), data)}
+            got = fit(model={"name": self.row, **self._hparams}, **self._keys, **split)
             self._adopt(got.model, {"fit_seconds": process_cpu() - tic, "fit_clock": "process_cpu",
                                     "train_steps": int(got.steps), "train_loss": float(got.train_loss),
                                     "val_loss": float(got.val_loss), "stopped": str(got.stopped),
@@ -142,5 +142,5 @@ def load_kind(path: str | os.PathLike[str]) -> FittedModel:
     p = Path(path)
     if not (p.suffix == ".pt" or p.is_dir() or str(path).startswith("pretrained:")):
         return load_fitted(p)
-    module = load_model(path)
+    module: Any = load_model(path)
     return _trained_class(str(module.config["name"]))(None)._adopt(module, dict(getattr(module, "fit_record", {})))
