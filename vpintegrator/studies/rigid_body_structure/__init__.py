@@ -42,7 +42,7 @@ Usage::
 
 Exit status: 0 done, 2 bad input or a failed step (one line on stderr), 130 interrupted.
 
-Not a preset of ``vp-study compare`` (issue 87, item 3): its problem, rows and budgets are data, but the engine
+Not a preset of ``vp-study compare``: its problem, rows and budgets are data, but the engine
 draws held-out ICs by the training file's sampler, which ``vp-rollout --heldout`` refuses for the paper's fixed set
 (``paper_sphere``); has one horizon (here t = 100 for the errors, t = 10⁴ for the drifts and the energy drift's
 growth); measures drifts against I(z₀) (a window model's Casimir here: against its own exact first window,
