@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import types
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
@@ -427,8 +426,7 @@ class WorkerParts:
     def method(self, writer: Any, plan: RolloutPlan, label: str) -> tuple[list[dict], Failure | None]:
         """Method ``label`` copied into ``writer``: (its table rows, its failure or None)."""
         per, cum, failed, attrs = self.files.method(writer, label, list(plan.labels[label]))
-        res = types.SimpleNamespace(seconds_per_step=float(attrs.get("seconds_per_step", float("nan"))),
-                                    failed_step=failed)
-        rows = split_rows(label, plan, per, tuple(plan.system.invariant_names), cum, res)
+        rows = split_rows(label, plan, per, tuple(plan.system.invariant_names), cum,
+                          float(attrs.get("seconds_per_step", float("nan"))), failed)
         reason = attrs.get("failure_reason")  # a row whose step map raised (write.write_method)
         return rows, first_failure(plan, label, failed, reason if isinstance(reason, str) and reason else None)

@@ -305,7 +305,7 @@ def label_rows(idx: np.ndarray, n_new: int, model_splits: Sequence[ModelSplit], 
     return labels_run, labels, ("Warning: " + "; ".join(lines)) if lines else None
 
 
-def split_rows(label: str, plan, per_traj, names, cum, res) -> list[dict]:
+def split_rows(label: str, plan, per_traj, names, cum, seconds_per_step: float, failed_step) -> list[dict]:
     """The table rows of one method: one per ``split`` label present among its rolled-out rows (in the
     order train, val, test, new, unknown), each aggregating only those trajectories
     (``vpintegrator.data.summary.split_summary_rows``), with the ``reference`` column (``exact`` or
@@ -314,7 +314,7 @@ def split_rows(label: str, plan, per_traj, names, cum, res) -> list[dict]:
 
     mode = plan.reference_attrs.get("reference_mode", plan.reference)
     return split_summary_rows(label, per_traj, names, list(plan.labels[label]), mode, max_abs_cum_log_det_J=cum,
-                              seconds_per_step=res.seconds_per_step, failed_step=res.failed_step)
+                              seconds_per_step=seconds_per_step, failed_step=failed_step)
 
 
 def parameter_split(traj, mode: str = "interpolation", test_fraction: float = 0.2, val_fraction: float = 0.1,

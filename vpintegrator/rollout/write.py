@@ -13,7 +13,6 @@ the run goes on; an error of the writer itself (the output's disk) stops the run
 from __future__ import annotations
 
 import os
-import types
 from functools import partial
 from typing import Any, Callable, cast
 
@@ -180,8 +179,7 @@ def write_method(writer: Any, plan: RolloutPlan, say: Say, label: str, step_map:
     per_step = float(engine.price_seconds(res.meta) if "cost_runs" in res.meta else res.seconds) / max(1, n_steps)
     row = summary_row(label, per_traj, names, max_abs_cum_log_det_J=cum, seconds_per_step=per_step,
                       failed_step=res.failed_step)
-    rows = split_rows(label, plan, per_traj, names, cum, types.SimpleNamespace(seconds_per_step=per_step,
-                                                                               failed_step=res.failed_step))
+    rows = split_rows(label, plan, per_traj, names, cum, per_step, res.failed_step)
     reason = error or getattr(step_map, "failure_reason", None)  # a fitted row without a model says why
     failure = first_failure(plan, label, res.failed_step, reason if isinstance(reason, str) else None)
     series.close(res.failed_step, {
